@@ -1,0 +1,54 @@
+# allot — build, test and generate. Every tool is pinned and installed with
+# `go install` into .tools/, so nothing is downloaded as a prebuilt binary.
+
+GO          ?= go
+BIN         := bin
+TOOLS       := $(CURDIR)/.tools
+BUF_VERSION := v1.75.0
+PROTOC_GEN_GO_VERSION := v1.36.12
+PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
+STATICCHECK_VERSION := v0.8.2
+
+# Every main package in the repository, built into bin/ under its own name.
+COMMANDS := $(shell $(GO) list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./... 2>/dev/null)
+
+.PHONY: all build test test-short fuzz proto lint tools clean
+
+all: build
+
+build:
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/ $(COMMANDS)
+
+# test is the command README and CI run. Tests that need network namespaces
+# skip with a reason when not run as root.
+test: build
+	$(GO) test -count=1 -timeout 40m ./...
+	$(MAKE) fuzz
+
+# fuzz runs each fuzz target briefly; the seed corpus already runs in `test`.
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime 15s ./awssim/ec2query/
+
+$(TOOLS)/buf:
+	GOBIN=$(TOOLS) $(GO) install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
+$(TOOLS)/protoc-gen-go:
+	GOBIN=$(TOOLS) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+$(TOOLS)/protoc-gen-go-grpc:
+	GOBIN=$(TOOLS) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+$(TOOLS)/staticcheck:
+	GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+tools: $(TOOLS)/buf $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc $(TOOLS)/staticcheck
+
+# proto regenerates proto/allot/v1/*.pb.go; the output is committed.
+proto: $(TOOLS)/buf $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc
+	$(TOOLS)/buf lint
+	$(TOOLS)/buf generate
+
+lint: $(TOOLS)/staticcheck
+	$(GO) vet ./...
+	$(TOOLS)/staticcheck ./...
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,220 @@
+package checkpoint
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Errors Load reports. Each leaves the file where it is.
+var (
+	// ErrNotFound means there is no checkpoint file: a first start.
+	ErrNotFound = errors.New("no checkpoint file")
+	// ErrCorrupt means the file is truncated, not JSON, or fails its
+	// checksum.
+	ErrCorrupt = errors.New("checkpoint file is corrupt")
+	// ErrUnsupportedVersion means the file was written by a format this
+	// agent doesn't know (a downgrade, or a newer agent's file).
+	ErrUnsupportedVersion = errors.New("checkpoint file has an unsupported version")
+)
+
+// envelope is the file's outer shape. The checksum covers State's JSON, so a
+// file that still parses after a torn or corrupted write is caught too.
+type envelope struct {
+	Version int             `json:"version"`
+	SHA256  string          `json:"sha256"`
+	Written time.Time       `json:"written"`
+	State   json.RawMessage `json:"state"`
+}
+
+// File is a checkpoint at one path. It is safe for concurrent use; Saves are
+// serialised.
+type File struct {
+	path string
+	mu   sync.Mutex
+	// cleaned records that stale temp files were removed once.
+	cleaned bool
+}
+
+// New returns the checkpoint at path. Nothing is read or written until Load
+// or Save.
+func New(path string) *File { return &File{path: path} }
+
+// Path returns the checkpoint file's path.
+func (f *File) Path() string { return f.path }
+
+const tempInfix = ".tmp-"
+
+// Load reads and verifies the checkpoint. It returns an error wrapping
+// ErrNotFound, ErrCorrupt, ErrUnsupportedVersion or ErrInvalid when the file
+// is missing or can't be trusted; in every case the file is left untouched.
+// Temp files of interrupted Saves are never read.
+func (f *File) Load() (State, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b, err := os.ReadFile(f.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return State{}, fmt.Errorf("load checkpoint %s: %w", f.path, ErrNotFound)
+	}
+	if err != nil {
+		return State{}, fmt.Errorf("load checkpoint %s: %w", f.path, err)
+	}
+	s, err := decode(b)
+	if err != nil {
+		return State{}, fmt.Errorf("load checkpoint %s: %w", f.path, err)
+	}
+	return s, nil
+}
+
+func decode(b []byte) (State, error) {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return State{}, fmt.Errorf("%w: empty file", ErrCorrupt)
+	}
+	// Read the version alone first: a future format may not match the
+	// envelope at all, and that is a version problem, not corruption.
+	var v struct {
+		Version *int `json:"version"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return State{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	if v.Version == nil {
+		return State{}, fmt.Errorf("%w: no version field", ErrCorrupt)
+	}
+	if *v.Version != Version {
+		return State{}, fmt.Errorf("%w: version %d, this agent reads %d", ErrUnsupportedVersion, *v.Version, Version)
+	}
+	var env envelope
+	if err := json.Unmarshal(b, &env); err != nil {
+		return State{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, env.State); err != nil {
+		return State{}, fmt.Errorf("%w: state: %v", ErrCorrupt, err)
+	}
+	if sum := checksum(compact.Bytes()); sum != env.SHA256 {
+		return State{}, fmt.Errorf("%w: checksum mismatch (file says %.12s, content is %.12s)", ErrCorrupt, env.SHA256, sum)
+	}
+	var s State
+	dec := json.NewDecoder(bytes.NewReader(compact.Bytes()))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		return State{}, fmt.Errorf("%w: state: %v", ErrCorrupt, err)
+	}
+	if err := s.Validate(); err != nil {
+		return State{}, err
+	}
+	return s, nil
+}
+
+func checksum(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// Save replaces the checkpoint with s atomically: a crash at any point
+// leaves either the old file or the new one, whole. It refuses an
+// inconsistent state rather than persist it.
+func (f *File) Save(s State) error {
+	if err := s.Validate(); err != nil {
+		return fmt.Errorf("save checkpoint: %w", err)
+	}
+	body, err := json.Marshal(s)
+	if err != nil {
+		return fmt.Errorf("save checkpoint: %w", err)
+	}
+	out, err := json.Marshal(envelope{Version: Version, SHA256: checksum(body), Written: time.Now().UTC(), State: body})
+	if err != nil {
+		return fmt.Errorf("save checkpoint: %w", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.cleaned {
+		f.removeStaleTemps()
+		f.cleaned = true
+	}
+	if err := writeAtomic(f.path, out); err != nil {
+		return fmt.Errorf("save checkpoint %s: %w", f.path, err)
+	}
+	return nil
+}
+
+// removeStaleTemps deletes temp files left by Saves a crash interrupted.
+// They never held a committed state, so nothing is lost.
+func (f *File) removeStaleTemps() {
+	matches, _ := filepath.Glob(filepath.Join(filepath.Dir(f.path), globEscape(filepath.Base(f.path))+tempInfix+"*"))
+	for _, m := range matches {
+		_ = os.Remove(m)
+	}
+}
+
+func globEscape(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`)
+	return r.Replace(s)
+}
+
+func writeAtomic(path string, data []byte) (err error) {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, filepath.Base(path)+tempInfix+"*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = tmp.Close()
+			_ = os.Remove(tmp.Name())
+		}
+	}()
+	if err = tmp.Chmod(0o600); err != nil {
+		return err
+	}
+	if _, err = tmp.Write(data); err != nil {
+		return err
+	}
+	if err = tmp.Sync(); err != nil {
+		return err
+	}
+	if err = tmp.Close(); err != nil {
+		return err
+	}
+	if err = os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	// The rename is only durable once the directory entry is.
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// SetAside renames the checkpoint file out of the way (to
+// <path>.corrupt-<UTC time>) and returns the new name. It is for an operator
+// who chose to start over after a failed Load; the old file is kept for
+// inspection.
+func (f *File) SetAside() (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	to := fmt.Sprintf("%s.corrupt-%s", f.path, time.Now().UTC().Format("20060102T150405.000000000Z"))
+	if err := os.Rename(f.path, to); err != nil {
+		return "", fmt.Errorf("set checkpoint aside: %w", err)
+	}
+	if err := syncDir(filepath.Dir(f.path)); err != nil {
+		return "", fmt.Errorf("set checkpoint aside: %w", err)
+	}
+	return to, nil
+}

@@ -1,0 +1,199 @@
+package pool
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/allotnet/allot/agent/checkpoint"
+)
+
+// Add gives the attachment key an address and records it durably before
+// returning. It is idempotent: the same key always gets the same address
+// back, so an ADD retried after a crash or timeout resolves cleanly. When no
+// address is free, Add waits — for capacity (AddCapacity), a cancelled
+// release or a cooldown ending — until ctx ends or Config.MaxWait passes, and
+// then fails with ErrNoAddress. While it waits it counts in Demand.Pending.
+func (p *Pool) Add(ctx context.Context, key Key, info PodInfo) (Allocation, error) {
+	if key.ContainerID == "" || key.IfName == "" {
+		return Allocation{}, fmt.Errorf("%w: %q", ErrInvalidKey, key.String())
+	}
+	if p.cfg.MaxWait > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, p.cfg.MaxWait)
+		defer cancel()
+	}
+	waiting := false
+	p.mu.Lock()
+	defer func() {
+		if waiting {
+			p.pending--
+			p.signalLocked()
+		}
+		p.mu.Unlock()
+	}()
+	for {
+		if al, ok := p.allocs[key]; ok {
+			return *al, nil
+		}
+		now := p.cfg.Clock.Now()
+		p.expireLocked(now)
+		if a := p.pickLocked(); a != nil {
+			al := &Allocation{Key: key, PodInfo: info, Addr: a.addr, ENIID: a.eni, Created: now}
+			a.state, a.holder = checkpoint.Assigned, key
+			p.allocs[key] = al
+			err := p.commitLocked(func() {
+				a.state, a.holder = checkpoint.Free, Key{}
+				delete(p.allocs, key)
+			})
+			if err != nil {
+				return Allocation{}, fmt.Errorf("add %s: %w", key, err)
+			}
+			p.log.Debug("address assigned", "attachment", key.String(), "addr", a.addr, "eni", a.eni)
+			return *al, nil
+		}
+		if !waiting {
+			waiting = true
+			p.pending++
+			p.signalLocked()
+		}
+		wake := p.wake
+		var cooled <-chan time.Time
+		if next, ok := p.nextCoolLocked(); ok {
+			cooled = p.cfg.Clock.After(next.Sub(now))
+		}
+		p.mu.Unlock()
+		select {
+		case <-wake:
+		case <-cooled:
+		case <-ctx.Done():
+			p.mu.Lock()
+			return Allocation{}, fmt.Errorf("add %s: %w: %w", key, ErrNoAddress, ctx.Err())
+		}
+		p.mu.Lock()
+	}
+}
+
+// signalLocked tells reporters something changed without persisting (the
+// pending count lives in memory only: waiting ADDs die with the process).
+func (p *Pool) signalLocked() {
+	select {
+	case p.changed <- struct{}{}:
+	default:
+	}
+}
+
+// pickLocked chooses a free address, packing: it prefers the prefix (or,
+// for secondary IPs, the ENI) with the most addresses already assigned, so
+// whole prefixes and ENIs stay free to be released; then the lowest device
+// index; then the lowest address.
+func (p *Pool) pickLocked() *addrRec {
+	used := map[string]int{}
+	group := func(a *addrRec) string {
+		if a.prefix.IsValid() {
+			return a.prefix.String()
+		}
+		return "eni:" + a.eni
+	}
+	for _, a := range p.addrs {
+		if a.state == checkpoint.Assigned {
+			used[group(a)]++
+		}
+	}
+	var best *addrRec
+	better := func(a, b *addrRec) bool {
+		if ua, ub := used[group(a)], used[group(b)]; ua != ub {
+			return ua > ub
+		}
+		if da, db := p.enis[a.eni].DeviceIndex, p.enis[b.eni].DeviceIndex; da != db {
+			return da < db
+		}
+		return a.addr.Less(b.addr)
+	}
+	for _, a := range p.addrs {
+		if a.state != checkpoint.Free {
+			continue
+		}
+		if best == nil || better(a, best) {
+			best = a
+		}
+	}
+	return best
+}
+
+// nextCoolLocked returns when the next cooling address becomes free.
+func (p *Pool) nextCoolLocked() (time.Time, bool) {
+	var next time.Time
+	for _, a := range p.addrs {
+		if a.state == checkpoint.Cooling && (next.IsZero() || a.coolUntil.Before(next)) {
+			next = a.coolUntil
+		}
+	}
+	return next, !next.IsZero()
+}
+
+// Del frees the attachment's address, durably, and returns the allocation
+// it removed so the caller knows what it held. The address cools down before
+// reuse. Del is idempotent: an unknown key is not an error (found is
+// false). Because keys carry the container ID, a DEL for an old sandbox
+// never touches a newer attachment of the same pod. Callers tear the pod's
+// network down before calling Del, so a freed address is never still routed
+// to the old pod.
+func (p *Pool) Del(key Key) (al Allocation, found bool, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cur, ok := p.allocs[key]
+	if !ok {
+		return Allocation{}, false, nil
+	}
+	a := p.addrs[cur.Addr]
+	now := p.cfg.Clock.Now()
+	delete(p.allocs, key)
+	a.holder = Key{}
+	if p.cfg.Cooldown > 0 {
+		a.state, a.coolUntil = checkpoint.Cooling, now.Add(p.cfg.Cooldown)
+	} else {
+		a.state = checkpoint.Free
+	}
+	err = p.commitLocked(func() {
+		p.allocs[key] = cur
+		a.state, a.coolUntil, a.holder = checkpoint.Assigned, time.Time{}, key
+	})
+	if err != nil {
+		return Allocation{}, false, fmt.Errorf("del %s: %w", key, err)
+	}
+	if a.state == checkpoint.Free {
+		p.wakeLocked()
+	}
+	p.log.Debug("address freed", "attachment", key.String(), "addr", a.addr, "cool_until", a.coolUntil)
+	return *cur, true, nil
+}
+
+// Get returns the allocation of key.
+func (p *Pool) Get(key Key) (Allocation, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	al, ok := p.allocs[key]
+	if !ok {
+		return Allocation{}, false
+	}
+	return *al, true
+}
+
+// Allocations returns every allocation, ordered by key.
+func (p *Pool) Allocations() []Allocation {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]Allocation, 0, len(p.allocs))
+	for _, al := range sortedAllocs(p.allocs) {
+		out = append(out, *al)
+	}
+	return out
+}
+
+// Pending is the number of ADDs waiting for an address now.
+func (p *Pool) Pending() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pending
+}

@@ -1,0 +1,281 @@
+// Package pool is the agent's warm pool and datastore: the addresses of the
+// node's ENIs (secondary IPs, or /28 prefixes expanded), which CNI attachment
+// holds which, cooldown before reuse, and the release handshake with the
+// broker. Every change is persisted through a Persister (the checkpoint)
+// before it takes effect, so what the agent answers is never ahead of what a
+// restart would restore. Policy — how many addresses to ask for, which to
+// give back — is in pure functions (Shortfall, Excess).
+package pool
+
+import (
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/allotnet/allot/agent/checkpoint"
+)
+
+// DefaultCooldown is how long a freed address waits before reuse.
+const DefaultCooldown = 30 * time.Second
+
+// Persister stores the pool's state durably. *checkpoint.File is one.
+type Persister interface {
+	Save(checkpoint.State) error
+}
+
+var _ Persister = (*checkpoint.File)(nil)
+
+// Config configures a Pool.
+type Config struct {
+	// InstanceID is the node's instance; a checkpoint of another instance is
+	// refused.
+	InstanceID string
+	// Cooldown before a freed address is reused; 0 means DefaultCooldown,
+	// negative means none.
+	Cooldown time.Duration
+	// MaxWait bounds how long an ADD waits for an address when its context
+	// allows longer; 0 means it waits only as long as the context.
+	MaxWait time.Duration
+	// Store persists every change; nil keeps state in memory only (tests).
+	Store  Persister
+	Clock  Clock
+	Logger *slog.Logger
+}
+
+// Pool is the warm pool and datastore. It is safe for concurrent use.
+type Pool struct {
+	cfg Config
+	log *slog.Logger
+
+	mu       sync.Mutex
+	enis     map[string]*ENI
+	addrs    map[netip.Addr]*addrRec
+	allocs   map[Key]*Allocation
+	usageSeq uint64
+	pending  int
+	// wake is closed (and replaced) when an address may have become
+	// available, to wake waiting ADDs.
+	wake chan struct{}
+	// changed gets a token on every change, for the agent's reporters.
+	changed chan struct{}
+}
+
+type addrRec struct {
+	addr      netip.Addr
+	eni       string
+	prefix    netip.Prefix
+	state     checkpoint.AddressState
+	coolUntil time.Time
+	releaseID string
+	holder    Key // when assigned
+}
+
+// New returns a pool holding st, which is usually what the checkpoint
+// loaded (an empty State on first start). A state that contradicts itself or
+// belongs to another instance is an error: nothing is dropped to make it fit.
+func New(cfg Config, st checkpoint.State) (*Pool, error) {
+	if cfg.Cooldown == 0 {
+		cfg.Cooldown = DefaultCooldown
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = RealClock
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	p := &Pool{
+		cfg:     cfg,
+		log:     log.With("component", "pool"),
+		enis:    map[string]*ENI{},
+		addrs:   map[netip.Addr]*addrRec{},
+		allocs:  map[Key]*Allocation{},
+		wake:    make(chan struct{}),
+		changed: make(chan struct{}, 1),
+	}
+	if err := p.restore(st); err != nil {
+		return nil, fmt.Errorf("restore pool: %w", err)
+	}
+	return p, nil
+}
+
+func (p *Pool) restore(st checkpoint.State) error {
+	if err := st.Validate(); err != nil {
+		return err
+	}
+	if st.InstanceID != "" && p.cfg.InstanceID != "" && st.InstanceID != p.cfg.InstanceID {
+		return fmt.Errorf("%w: it is %s's, this is %s", ErrWrongInstance, st.InstanceID, p.cfg.InstanceID)
+	}
+	p.usageSeq = st.UsageSeq
+	for _, e := range st.ENIs {
+		p.enis[e.ID] = &ENI{ID: e.ID, MAC: e.MAC, DeviceIndex: e.DeviceIndex, Primary: e.Primary,
+			SubnetID: e.SubnetID, SubnetCIDR: e.SubnetCIDR, PrimaryIP: e.PrimaryIP}
+	}
+	for _, a := range st.Addresses {
+		p.addrs[a.Addr] = &addrRec{addr: a.Addr, eni: a.ENIID, prefix: a.Prefix, state: a.State,
+			coolUntil: a.CoolUntil, releaseID: a.ReleaseID}
+	}
+	for _, al := range st.Allocations {
+		k := Key{al.Network, al.ContainerID, al.IfName}
+		p.allocs[k] = &Allocation{Key: k, Addr: al.Addr, ENIID: al.ENIID, Created: al.Created,
+			PodInfo: PodInfo{HostVeth: al.HostVeth, Netns: al.Netns, PodNamespace: al.PodNamespace, PodName: al.PodName}}
+		p.addrs[al.Addr].holder = k
+	}
+	return nil
+}
+
+// Snapshot returns the pool's state in checkpoint form, in a stable order.
+func (p *Pool) Snapshot() checkpoint.State {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.snapshotLocked()
+}
+
+func (p *Pool) snapshotLocked() checkpoint.State {
+	st := checkpoint.State{InstanceID: p.cfg.InstanceID, UsageSeq: p.usageSeq}
+	for _, e := range sortedENIs(p.enis) {
+		st.ENIs = append(st.ENIs, checkpoint.ENI{ID: e.ID, MAC: e.MAC, DeviceIndex: e.DeviceIndex, Primary: e.Primary,
+			SubnetID: e.SubnetID, SubnetCIDR: e.SubnetCIDR, PrimaryIP: e.PrimaryIP})
+	}
+	for _, a := range sortedAddrs(p.addrs) {
+		st.Addresses = append(st.Addresses, checkpoint.Address{Addr: a.addr, ENIID: a.eni, Prefix: a.prefix,
+			State: a.state, CoolUntil: a.coolUntil, ReleaseID: a.releaseID})
+	}
+	for _, al := range sortedAllocs(p.allocs) {
+		st.Allocations = append(st.Allocations, checkpoint.Allocation{Network: al.Network, ContainerID: al.ContainerID,
+			IfName: al.IfName, Addr: al.Addr, ENIID: al.ENIID, HostVeth: al.HostVeth, Netns: al.Netns,
+			PodNamespace: al.PodNamespace, PodName: al.PodName, Created: al.Created})
+	}
+	return st
+}
+
+// commitLocked persists the current state. On failure it runs undo, which
+// must put the in-memory state back as it was, so memory never runs ahead
+// of the checkpoint.
+func (p *Pool) commitLocked(undo func()) error {
+	if p.cfg.Store != nil {
+		if err := p.cfg.Store.Save(p.snapshotLocked()); err != nil {
+			undo()
+			return fmt.Errorf("persist pool state: %w", err)
+		}
+	}
+	select {
+	case p.changed <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// wakeLocked wakes every waiting ADD to look again.
+func (p *Pool) wakeLocked() {
+	close(p.wake)
+	p.wake = make(chan struct{})
+}
+
+// Changed delivers a token after changes, coalesced: a reporter waiting on it
+// reads the pool's state when it fires.
+func (p *Pool) Changed() <-chan struct{} { return p.changed }
+
+// expireLocked turns cooling addresses whose cooldown has passed into free
+// ones. It is a function of the clock alone, so it needs no commit: a
+// restart would compute the same.
+func (p *Pool) expireLocked(now time.Time) {
+	for _, a := range p.addrs {
+		if a.state == checkpoint.Cooling && !now.Before(a.coolUntil) {
+			a.state, a.coolUntil = checkpoint.Free, time.Time{}
+		}
+	}
+}
+
+// ENI returns the ENI with id.
+func (p *Pool) ENI(id string) (ENI, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e, ok := p.enis[id]
+	if !ok {
+		return ENI{}, false
+	}
+	return *e, true
+}
+
+// ENIs returns the pool's ENIs by device index.
+func (p *Pool) ENIs() []ENI {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []ENI
+	for _, e := range sortedENIs(p.enis) {
+		out = append(out, *e)
+	}
+	return out
+}
+
+// View returns the policy's view of the pool.
+func (p *Pool) View() []ENIView {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.expireLocked(p.cfg.Clock.Now())
+	return p.viewLocked()
+}
+
+func (p *Pool) viewLocked() []ENIView {
+	byENI := map[string]*ENIView{}
+	var out []*ENIView
+	for _, e := range sortedENIs(p.enis) {
+		v := &ENIView{ID: e.ID, DeviceIndex: e.DeviceIndex, Primary: e.Primary}
+		byENI[e.ID] = v
+		out = append(out, v)
+	}
+	for _, a := range sortedAddrs(p.addrs) {
+		v := byENI[a.eni]
+		v.Addrs = append(v.Addrs, AddrView{Addr: a.addr, Prefix: a.prefix, State: a.state})
+	}
+	views := make([]ENIView, len(out))
+	for i, v := range out {
+		views[i] = *v
+	}
+	return views
+}
+
+// Stats counts the pool.
+func (p *Pool) Stats() Stats { return StatsOf(p.View()) }
+
+// Demand is the pool's current demand under targets t and limits l.
+func (p *Pool) Demand(t Targets, l Limits) Demand {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.expireLocked(p.cfg.Clock.Now())
+	return Demand{Pending: p.pending, WarmShortfall: Shortfall(t, l, StatsOf(p.viewLocked()))}
+}
+
+// Excess is what the pool could give back under targets t and limits l.
+func (p *Pool) Excess(t Targets, l Limits) Release { return Excess(t, l, p.View()) }
+
+// Usage lists the addresses held by pods and those free in the pool (cooling
+// included; releasing ones are in neither), for the usage report.
+func (p *Pool) Usage() (assigned, free []netip.Addr) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, a := range sortedAddrs(p.addrs) {
+		switch a.state {
+		case checkpoint.Assigned:
+			assigned = append(assigned, a.addr)
+		case checkpoint.Free, checkpoint.Cooling:
+			free = append(free, a.addr)
+		}
+	}
+	return assigned, free
+}
+
+// NextUsageSeq returns the next usage-report sequence number, persisted
+// before it is returned so a restarted agent never reuses one.
+func (p *Pool) NextUsageSeq() (uint64, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.usageSeq++
+	if err := p.commitLocked(func() { p.usageSeq-- }); err != nil {
+		return 0, err
+	}
+	return p.usageSeq, nil
+}

@@ -1,0 +1,53 @@
+package cniservertest
+
+import (
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"google.golang.org/grpc"
+
+	"github.com/allotnet/allot/agent/cniserver"
+)
+
+// Agent is a CNI server on a temporary unix socket.
+type Agent struct {
+	// Socket is the socket path, under a short temporary dir (unix socket
+	// paths are limited to 108 bytes, which t.TempDir can exceed).
+	Socket string
+	grpc   *grpc.Server
+	stop   sync.Once
+}
+
+// Serve serves b on a new socket until the test ends or Stop is called.
+func Serve(t testing.TB, b cniserver.Backend) *Agent {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "allot-t-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return ServeAt(t, filepath.Join(dir, "cni.sock"), b)
+}
+
+// ServeAt serves b on the socket at path until the test ends or Stop is
+// called.
+func ServeAt(t testing.TB, path string, b cniserver.Backend) *Agent {
+	t.Helper()
+	lis, err := cniserver.Listen(path)
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	g := grpc.NewServer()
+	cniserver.New(b, nil).Register(g)
+	a := &Agent{Socket: path, grpc: g}
+	go g.Serve(lis) //nolint:errcheck // returns when stopped
+	t.Cleanup(a.Stop)
+	return a
+}
+
+// Stop stops serving and removes the socket, as a dead agent leaves it.
+func (a *Agent) Stop() {
+	a.stop.Do(a.grpc.Stop)
+}

@@ -1,0 +1,22 @@
+package plugin
+
+import (
+	"fmt"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	allotv1 "github.com/allotnet/allot/proto/allot/v1"
+)
+
+// dial opens the one connection this exec uses. The socket is root-only
+// (0600), so plaintext on it is as private as the filesystem. NewClient
+// does not connect yet; the first call does, and fails fast (no
+// wait-for-ready) when nothing listens, so a down agent costs no time.
+func dial(socket string) (allotv1.CNIServiceClient, func() error, error) {
+	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, nil, fmt.Errorf("create agent client for %s: %w", socket, err)
+	}
+	return allotv1.NewCNIServiceClient(conn), conn.Close, nil
+}

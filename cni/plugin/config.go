@@ -1,0 +1,144 @@
+// Package plugin is the allot CNI plugin: it parses what the runtime sends,
+// forwards ADD, DEL, CHECK, GC and STATUS to the node agent over its unix
+// socket, and prints typed CNI results and errors. It does no networking of
+// its own, so one exec costs one gRPC round trip.
+package plugin
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/types"
+	"github.com/containernetworking/cni/pkg/version"
+)
+
+// Defaults for the netconf fields the runtime may leave out.
+const (
+	DefaultAgentSocket = "/run/allot/cni.sock"
+	DefaultDelQueueDir = "/var/lib/allot/del-queue"
+	// DefaultTimeout bounds one call to the agent. It is longer than the
+	// agent's own bounded wait for addresses on an empty pool, so the
+	// agent's "try again later" reaches the runtime rather than our timeout.
+	DefaultTimeout = 60 * time.Second
+)
+
+// NetConf is the plugin's network configuration from stdin.
+type NetConf struct {
+	types.PluginConf
+	// AgentSocket is the agent's CNI socket path.
+	AgentSocket string `json:"agentSocket,omitempty"`
+	// Timeout bounds one call to the agent, as a Go duration ("30s").
+	Timeout string `json:"timeout,omitempty"`
+	// DelQueueDir is where DELs are queued while the agent is unreachable;
+	// the agent must be configured with the same directory.
+	DelQueueDir string `json:"delQueueDir,omitempty"`
+
+	timeout time.Duration
+}
+
+// parseNetConf decodes and validates the netconf; errors are typed CNI
+// errors the runtime shows to the operator.
+func parseNetConf(stdin []byte) (*NetConf, error) {
+	conf := &NetConf{}
+	if err := json.Unmarshal(stdin, conf); err != nil {
+		return nil, types.NewError(types.ErrDecodingFailure, "cannot parse network config", err.Error())
+	}
+	if conf.Type == "" {
+		return nil, types.NewError(types.ErrInvalidNetworkConfig, "network config has no plugin type", `set "type": "allot"`)
+	}
+	if conf.AgentSocket == "" {
+		conf.AgentSocket = DefaultAgentSocket
+	}
+	if !filepath.IsAbs(conf.AgentSocket) {
+		return nil, types.NewError(types.ErrInvalidNetworkConfig, "agentSocket must be an absolute path", conf.AgentSocket)
+	}
+	if conf.DelQueueDir == "" {
+		conf.DelQueueDir = DefaultDelQueueDir
+	}
+	if !filepath.IsAbs(conf.DelQueueDir) {
+		return nil, types.NewError(types.ErrInvalidNetworkConfig, "delQueueDir must be an absolute path", conf.DelQueueDir)
+	}
+	conf.timeout = DefaultTimeout
+	if conf.Timeout != "" {
+		d, err := time.ParseDuration(conf.Timeout)
+		if err != nil || d <= 0 {
+			return nil, types.NewError(types.ErrInvalidNetworkConfig,
+				"timeout must be a positive duration such as \"30s\"", fmt.Sprintf("got %q", conf.Timeout))
+		}
+		conf.timeout = d
+	}
+	return conf, nil
+}
+
+// parsePrevResult parses the netconf's prevResult into the current result
+// type; it returns nil when there is none.
+func (c *NetConf) parsePrevResult() ([]byte, error) {
+	if c.RawPrevResult == nil {
+		return nil, nil
+	}
+	if err := version.ParsePrevResult(&c.PluginConf); err != nil {
+		return nil, types.NewError(types.ErrDecodingFailure, "cannot parse prevResult", err.Error())
+	}
+	prev, err := asCurrent(c.PrevResult)
+	if err != nil {
+		return nil, types.NewError(types.ErrDecodingFailure, "cannot convert prevResult to the current spec version", err.Error())
+	}
+	b, err := json.Marshal(prev)
+	if err != nil {
+		return nil, types.NewError(types.ErrDecodingFailure, "cannot encode prevResult", err.Error())
+	}
+	return b, nil
+}
+
+// validAttachments returns the runtime's cni.dev/valid-attachments for GC
+// (or the key the spec first misnamed, cni.dev/attachments). An absent key
+// is an error, not an empty list: treating missing evidence as "nothing is
+// valid" would make the agent tear down every pod on the node.
+func validAttachments(stdin []byte) ([]types.GCAttachment, error) {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(stdin, &raw); err != nil {
+		return nil, types.NewError(types.ErrDecodingFailure, "cannot parse network config", err.Error())
+	}
+	for _, k := range []string{"cni.dev/valid-attachments", "cni.dev/attachments"} {
+		v, ok := raw[k]
+		if !ok {
+			continue
+		}
+		var list []types.GCAttachment
+		if err := json.Unmarshal(v, &list); err != nil {
+			return nil, types.NewError(types.ErrDecodingFailure, "cannot parse "+k, err.Error())
+		}
+		for _, a := range list {
+			if a.ContainerID == "" || a.IfName == "" {
+				return nil, types.NewError(types.ErrInvalidNetworkConfig, "a valid attachment in "+k+" has no containerID or ifname",
+					fmt.Sprintf("%+v", a))
+			}
+		}
+		return list, nil
+	}
+	return nil, types.NewError(types.ErrInvalidNetworkConfig, "GC without cni.dev/valid-attachments",
+		"refusing to treat a missing list as \"no attachment is valid\"")
+}
+
+// K8sArgs are the CNI_ARGS keys kubelet's runtimes send. Unknown keys are an
+// error unless IgnoreUnknown is set, as the CNI spec asks. The field names
+// are the wire keys: types.LoadArgs matches them by name.
+type K8sArgs struct {
+	types.CommonArgs
+	K8S_POD_NAMESPACE          types.UnmarshallableString
+	K8S_POD_NAME               types.UnmarshallableString
+	K8S_POD_INFRA_CONTAINER_ID types.UnmarshallableString
+	K8S_POD_UID                types.UnmarshallableString
+}
+
+// parseArgs parses CNI_ARGS. CNI_ARGS is an environment variable, so a bad
+// one is reported with the spec's "invalid environment variables" code.
+func parseArgs(s string) (*K8sArgs, error) {
+	a := &K8sArgs{}
+	if err := types.LoadArgs(s, a); err != nil {
+		return nil, types.NewError(types.ErrInvalidEnvironmentVariables, "invalid CNI_ARGS", err.Error())
+	}
+	return a, nil
+}

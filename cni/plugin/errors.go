@@ -1,0 +1,71 @@
+package plugin
+
+import (
+	"fmt"
+
+	"github.com/containernetworking/cni/pkg/types"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// CodeCheckFailed is allot's own CNI error code (the spec leaves 100 and up
+// to plugins) for a CHECK that found the attachment not as recorded.
+const CodeCheckFailed uint = 100
+
+// cniCodes is the one table from the gRPC code of a failed agent call to the
+// CNI error code the runtime sees: Code for ADD, DEL, CHECK and GC, Status
+// for STATUS (where 50 means "cannot serve ADDs at all" and 51 "can't get
+// addresses"). Codes not in the table are internal errors (999 / 51).
+var cniCodes = map[codes.Code]struct{ Code, Status uint }{
+	// The agent's pool is empty and nothing arrived in time.
+	codes.ResourceExhausted: {types.ErrTryAgainLater, types.ErrLimitedConnectivity},
+	// No socket, connection refused, or the agent is starting.
+	codes.Unavailable: {types.ErrTryAgainLater, types.ErrPluginNotAvailable},
+	// The agent did not answer within the netconf timeout.
+	codes.DeadlineExceeded: {types.ErrTryAgainLater, types.ErrPluginNotAvailable},
+	codes.Canceled:         {types.ErrTryAgainLater, types.ErrPluginNotAvailable},
+	// CHECK of an attachment the agent never saw.
+	codes.NotFound: {types.ErrUnknownContainer, types.ErrLimitedConnectivity},
+	// The key or netns the runtime passed (through CNI_* variables) is bad.
+	codes.InvalidArgument:    {types.ErrInvalidEnvironmentVariables, types.ErrLimitedConnectivity},
+	codes.FailedPrecondition: {CodeCheckFailed, types.ErrLimitedConnectivity},
+	// An agent too old for this plugin.
+	codes.Unimplemented: {types.ErrIncompatibleCNIVersion, types.ErrPluginNotAvailable},
+}
+
+// agentError turns a failed agent call into a typed CNI error for verb.
+func agentError(verb string, err error) *types.Error {
+	st, _ := status.FromError(err)
+	c, ok := cniCodes[st.Code()]
+	if !ok {
+		c.Code, c.Status = types.ErrInternal, types.ErrLimitedConnectivity
+	}
+	code := c.Code
+	if verb == "STATUS" {
+		code = c.Status
+	}
+	return types.NewError(code, fmt.Sprintf("allot agent %s failed: %s", verb, st.Message()), hint(st.Code()))
+}
+
+// hint tells the operator what to do about the common failures.
+func hint(c codes.Code) string {
+	switch c {
+	case codes.Unavailable:
+		return "is allot-agent running and serving the agentSocket from the network config?"
+	case codes.DeadlineExceeded:
+		return "the agent did not answer within the timeout from the network config"
+	case codes.ResourceExhausted:
+		return "no pod address available yet; the runtime will retry"
+	}
+	return ""
+}
+
+// agentUnreachable reports whether err means the call never reached an
+// agent that could act on it, so a DEL must be queued.
+func agentUnreachable(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,277 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/cni/pkg/version"
+
+	"github.com/allotnet/allot/cni/delqueue"
+	allotv1 "github.com/allotnet/allot/proto/allot/v1"
+)
+
+// Versions are the CNI spec versions the plugin speaks. CHECK needs 0.4.0,
+// GC and STATUS need 1.1.0.
+var Versions = version.PluginSupports("0.4.0", "1.0.0", "1.1.0")
+
+// PodGateway is the pod's default gateway: a link-local address the host
+// veth answers through a permanent ARP entry, the same on every node.
+var PodGateway = netip.MustParseAddr("169.254.1.1")
+
+// Plugin runs one CNI command. Stdout receives the result; Log, the
+// runtime's stderr, gets what an operator should know about (a queued DEL).
+type Plugin struct {
+	Stdout io.Writer
+	Log    *slog.Logger
+	// Now is the clock for queue times.
+	Now func() time.Time
+}
+
+// Funcs returns the callbacks for skel.PluginMainFuncs.
+func (p *Plugin) Funcs() skel.CNIFuncs {
+	return skel.CNIFuncs{Add: p.Add, Del: p.Del, Check: p.Check, GC: p.GC, Status: p.Status}
+}
+
+// call is what every per-attachment command starts with: the parsed
+// netconf, CNI_ARGS, the request for the agent, and a client.
+type call struct {
+	conf   *NetConf
+	req    *allotv1.CNIRequest
+	client allotv1.CNIServiceClient
+	close  func() error
+}
+
+func (p *Plugin) prepare(args *skel.CmdArgs) (*call, error) {
+	conf, err := parseNetConf(args.StdinData)
+	if err != nil {
+		return nil, err
+	}
+	k8s, err := parseArgs(args.Args)
+	if err != nil {
+		return nil, err
+	}
+	client, closeFn, err := dial(conf.AgentSocket)
+	if err != nil {
+		return nil, types.NewError(types.ErrInternal, err.Error(), "")
+	}
+	return &call{
+		conf: conf,
+		req: &allotv1.CNIRequest{
+			Attachment:   &allotv1.Attachment{Network: conf.Name, ContainerId: args.ContainerID, Ifname: args.IfName},
+			Netns:        args.Netns,
+			CniVersion:   conf.CNIVersion,
+			PodNamespace: string(k8s.K8S_POD_NAMESPACE),
+			PodName:      string(k8s.K8S_POD_NAME),
+		},
+		client: client,
+		close:  closeFn,
+	}, nil
+}
+
+// Add asks the agent for an address and the pod's network, and prints the
+// result in the runtime's spec version.
+func (p *Plugin) Add(args *skel.CmdArgs) error {
+	c, err := p.prepare(args)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	ctx, cancel := context.WithTimeout(context.Background(), c.conf.timeout)
+	defer cancel()
+	res, err := c.client.Add(ctx, c.req)
+	if err != nil {
+		return agentError("ADD", err)
+	}
+	result, err := buildResult(res, args.IfName, args.Netns, c.conf.DNS)
+	if err != nil {
+		return types.NewError(types.ErrInternal, "allot agent returned a malformed result", err.Error())
+	}
+	out, err := result.GetAsVersion(c.conf.CNIVersion)
+	if err != nil {
+		return types.NewError(types.ErrIncompatibleCNIVersion, "cannot convert the result to the requested cniVersion", err.Error())
+	}
+	if err := out.PrintTo(p.Stdout); err != nil {
+		return types.NewError(types.ErrIOFailure, "cannot write the result", err.Error())
+	}
+	return nil
+}
+
+// buildResult makes the CNI result for what the agent set up: the host
+// veth, the pod interface, its /32 and a default route via the gateway.
+func buildResult(res *allotv1.CNIAddResult, ifName, netns string, dns types.DNS) (*current.Result, error) {
+	addr, err := netip.ParsePrefix(res.GetAddress())
+	if err != nil {
+		return nil, fmt.Errorf("address %q: %w", res.GetAddress(), err)
+	}
+	if !addr.Addr().Is4() || addr.Bits() != 32 {
+		return nil, fmt.Errorf("address %q is not an IPv4 /32", res.GetAddress())
+	}
+	gw := PodGateway
+	if g := res.GetGateway(); g != "" {
+		if gw, err = netip.ParseAddr(g); err != nil {
+			return nil, fmt.Errorf("gateway %q: %w", g, err)
+		}
+	}
+	return &current.Result{
+		CNIVersion: current.ImplementedSpecVersion,
+		Interfaces: []*current.Interface{
+			{Name: res.GetHostIfname(), Mac: res.GetHostMac()},
+			{Name: ifName, Mac: res.GetContainerMac(), Sandbox: netns},
+		},
+		IPs: []*current.IPConfig{{
+			Interface: current.Int(1),
+			Address:   net.IPNet{IP: addr.Addr().AsSlice(), Mask: net.CIDRMask(32, 32)},
+			Gateway:   gw.AsSlice(),
+		}},
+		Routes: []*types.Route{{
+			Dst: net.IPNet{IP: net.IPv4zero.To4(), Mask: net.CIDRMask(0, 32)},
+			GW:  gw.AsSlice(),
+		}},
+		DNS: dns,
+	}, nil
+}
+
+// asCurrent converts any supported result version to the current one.
+func asCurrent(r types.Result) (*current.Result, error) {
+	return current.NewResultFromResult(r)
+}
+
+// Del asks the agent to tear the attachment down. When the agent cannot be
+// reached, the DEL is queued durably for the agent to replay and reported
+// as done: kubelet must not be blocked by a down agent, and the queue makes
+// sure the address is still released.
+func (p *Plugin) Del(args *skel.CmdArgs) error {
+	c, err := p.prepare(args)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	// A prevResult that can't be parsed must not block a DEL; the agent
+	// has its own record of the attachment.
+	if prev, err := c.conf.parsePrevResult(); err == nil {
+		c.req.PrevResult = prev
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.conf.timeout)
+	defer cancel()
+	_, err = c.client.Del(ctx, c.req)
+	if err == nil {
+		return nil
+	}
+	if !agentUnreachable(err) {
+		return agentError("DEL", err)
+	}
+	e := delqueue.Entry{
+		Network:      c.req.Attachment.Network,
+		ContainerID:  c.req.Attachment.ContainerId,
+		IfName:       c.req.Attachment.Ifname,
+		NetNS:        c.req.Netns,
+		CNIVersion:   c.req.CniVersion,
+		PodNamespace: c.req.PodNamespace,
+		PodName:      c.req.PodName,
+		QueuedAt:     p.now(),
+	}
+	path, qErr := delqueue.Write(c.conf.DelQueueDir, e)
+	if qErr != nil {
+		// Not queued: fail, so the runtime retries rather than the address
+		// leaking silently.
+		return types.NewError(types.ErrTryAgainLater, "allot agent unreachable and the DEL could not be queued",
+			fmt.Sprintf("agent: %v; queue: %v", err, qErr))
+	}
+	p.log().Warn("allot agent unreachable; DEL queued for replay",
+		"attachment", e.Network+"/"+e.ContainerID+"/"+e.IfName, "path", path, "err", err)
+	return nil
+}
+
+// Check asks the agent to verify the attachment against its record and the
+// runtime's prevResult.
+func (p *Plugin) Check(args *skel.CmdArgs) error {
+	c, err := p.prepare(args)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	prev, err := c.conf.parsePrevResult()
+	if err != nil {
+		return err
+	}
+	if prev == nil {
+		return types.NewError(types.ErrInvalidNetworkConfig, "CHECK needs a prevResult", "the runtime must pass the ADD result as prevResult")
+	}
+	c.req.PrevResult = prev
+	ctx, cancel := context.WithTimeout(context.Background(), c.conf.timeout)
+	defer cancel()
+	if _, err := c.client.Check(ctx, c.req); err != nil {
+		return agentError("CHECK", err)
+	}
+	return nil
+}
+
+// GC sends the runtime's valid attachments to the agent, which removes the
+// attachments of this network that are not among them.
+func (p *Plugin) GC(args *skel.CmdArgs) error {
+	conf, err := parseNetConf(args.StdinData)
+	if err != nil {
+		return err
+	}
+	valid, err := validAttachments(args.StdinData)
+	if err != nil {
+		return err
+	}
+	client, closeFn, err := dial(conf.AgentSocket)
+	if err != nil {
+		return types.NewError(types.ErrInternal, err.Error(), "")
+	}
+	defer closeFn()
+	req := &allotv1.CNIGCRequest{Network: conf.Name, Valid: make([]*allotv1.Attachment, 0, len(valid))}
+	for _, a := range valid {
+		req.Valid = append(req.Valid, &allotv1.Attachment{Network: conf.Name, ContainerId: a.ContainerID, Ifname: a.IfName})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), conf.timeout)
+	defer cancel()
+	if _, err := client.GC(ctx, req); err != nil {
+		return agentError("GC", err)
+	}
+	return nil
+}
+
+// Status reports whether the agent can serve ADDs: 50 when it can't be
+// reached, 51 when it is up but can't get addresses.
+func (p *Plugin) Status(args *skel.CmdArgs) error {
+	conf, err := parseNetConf(args.StdinData)
+	if err != nil {
+		return err
+	}
+	client, closeFn, err := dial(conf.AgentSocket)
+	if err != nil {
+		return types.NewError(types.ErrPluginNotAvailable, err.Error(), "")
+	}
+	defer closeFn()
+	ctx, cancel := context.WithTimeout(context.Background(), conf.timeout)
+	defer cancel()
+	if _, err := client.Status(ctx, &allotv1.CNIStatusRequest{}); err != nil {
+		return agentError("STATUS", err)
+	}
+	return nil
+}
+
+func (p *Plugin) now() time.Time {
+	if p.Now != nil {
+		return p.Now()
+	}
+	return time.Now()
+}
+
+func (p *Plugin) log() *slog.Logger {
+	if p.Log != nil {
+		return p.Log
+	}
+	return slog.New(slog.DiscardHandler)
+}

@@ -172,7 +172,9 @@ type Intent struct {
 	ReleaseID string    `json:"release_id,omitempty"`
 	Error     string    `json:"error,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
-	Rev       int64     `json:"-"`
+	// FinishedAt is when the intent became done or failed.
+	FinishedAt time.Time `json:"finished_at,omitzero"`
+	Rev        int64     `json:"-"`
 }
 
 // Release states: proposed to the agent, acknowledged by it, carried out.

@@ -1,0 +1,75 @@
+package etcdembed
+
+import (
+	"context"
+	"log/slog"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// newZapLogger returns a zap logger that forwards warnings and errors to lg
+// and drops the rest: etcd is chatty at info and its logs are not ours. A nil
+// lg gives a no-op logger.
+func newZapLogger(lg *slog.Logger) *zap.Logger {
+	if lg == nil {
+		return zap.NewNop()
+	}
+	return zap.New(&slogCore{lg: lg.With("component", "etcd"), min: zapcore.WarnLevel})
+}
+
+// slogCore is a zapcore.Core writing to a slog.Logger.
+type slogCore struct {
+	lg     *slog.Logger
+	min    zapcore.Level
+	fields []zapcore.Field
+}
+
+func (c *slogCore) Enabled(l zapcore.Level) bool { return l >= c.min }
+
+func (c *slogCore) With(fs []zapcore.Field) zapcore.Core {
+	n := &slogCore{lg: c.lg, min: c.min}
+	n.fields = append(append(n.fields, c.fields...), fs...)
+	return n
+}
+
+func (c *slogCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if c.Enabled(e.Level) {
+		return ce.AddCore(e, c)
+	}
+	return ce
+}
+
+func (c *slogCore) Write(e zapcore.Entry, fs []zapcore.Field) error {
+	enc := zapcore.NewMapObjectEncoder()
+	for _, f := range c.fields {
+		f.AddTo(enc)
+	}
+	for _, f := range fs {
+		f.AddTo(enc)
+	}
+	attrs := make([]slog.Attr, 0, len(enc.Fields)+1)
+	if e.LoggerName != "" {
+		attrs = append(attrs, slog.String("logger", e.LoggerName))
+	}
+	for k, v := range enc.Fields {
+		attrs = append(attrs, slog.Any(k, v))
+	}
+	c.lg.LogAttrs(context.Background(), slogLevel(e.Level), e.Message, attrs...)
+	return nil
+}
+
+func (c *slogCore) Sync() error { return nil }
+
+func slogLevel(l zapcore.Level) slog.Level {
+	switch {
+	case l >= zapcore.ErrorLevel:
+		return slog.LevelError
+	case l >= zapcore.WarnLevel:
+		return slog.LevelWarn
+	case l >= zapcore.InfoLevel:
+		return slog.LevelInfo
+	default:
+		return slog.LevelDebug
+	}
+}

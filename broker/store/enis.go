@@ -1,0 +1,180 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+)
+
+// prefixSize is how many addresses one delegated IPv4 prefix (/28) holds.
+const prefixSize = 16
+
+// Weight is how many subnet addresses the ENI counts for in
+// Subnet.Attached: its primary address (not for a node's primary ENI, which
+// the cluster didn't create), its secondary addresses and 16 per prefix.
+func (e ENI) Weight() int64 {
+	w := int64(len(e.Addresses)) + prefixSize*int64(len(e.Prefixes))
+	if !e.Primary {
+		w++
+	}
+	return w
+}
+
+// PutPrimaryENI records a node's primary ENI. Its own address is not counted
+// in the subnet's Attached (the cluster didn't create it); addresses given
+// when the record is first written are, as are those assigned later. An
+// update changes MAC, device index, primary IP and status only: the
+// address lists are the intents' to change.
+func (s *Store) PutPrimaryENI(ctx context.Context, e ENI) error {
+	if err := checkID("eni", e.ID); err != nil {
+		return err
+	}
+	if err := checkID("node", e.InstanceID); err != nil {
+		return err
+	}
+	if err := checkAddrs("eni "+e.ID, e.Addresses, e.Prefixes); err != nil {
+		return err
+	}
+	e.Primary = true
+	if e.Status == "" {
+		e.Status = ENIAttached
+	}
+	if e.CreatedAt.IsZero() {
+		e.CreatedAt = time.Now().UTC()
+	}
+	key := s.key(kindENIs, e.ID)
+	_, err := s.update(ctx, "PutPrimaryENI", []string{key}, nil, func(v *view) error {
+		var cur ENI
+		ok, err := get(v, kindENIs, e.ID, &cur)
+		if err != nil {
+			return err
+		}
+		if ok {
+			if cur.InstanceID != e.InstanceID {
+				return fmt.Errorf("eni %s belongs to %s, not %s: %w", e.ID, cur.InstanceID, e.InstanceID, ErrNotOwner)
+			}
+			if !cur.Primary {
+				return fmt.Errorf("eni %s is recorded as a secondary ENI the broker created: %w", e.ID, ErrInvalid)
+			}
+			cur.MAC, cur.DeviceIndex, cur.PrimaryIP, cur.Status = e.MAC, e.DeviceIndex, e.PrimaryIP, e.Status
+			return v.put(key, &cur)
+		}
+		if w := e.Weight(); w > 0 {
+			if err := checkID("subnet of eni "+e.ID, e.SubnetID); err != nil {
+				return err
+			}
+			l := newLedger(v)
+			if err := l.attach(e.SubnetID, w); err != nil {
+				return err
+			}
+			if err := l.flush(); err != nil {
+				return err
+			}
+		}
+		return v.put(key, &e)
+	})
+	return err
+}
+
+// GetENI returns one ENI record.
+func (s *Store) GetENI(ctx context.Context, id string) (ENI, error) {
+	return getOne[*ENI](ctx, s, kindENIs, "eni", id)
+}
+
+// ListENIs returns every ENI record, sorted by ID.
+func (s *Store) ListENIs(ctx context.Context) ([]ENI, error) {
+	out, err := listAll[*ENI](ctx, s, kindENIs)
+	slices.SortFunc(out, func(a, b ENI) int { return strings.Compare(a.ID, b.ID) })
+	return out, err
+}
+
+// ListNodeENIs returns one node's ENIs: the primary first, then by device
+// index (an ENI not yet attached has index 0), then by ID. It reads all
+// ENI records (there is no per-node index); fine for thousands.
+func (s *Store) ListNodeENIs(ctx context.Context, instanceID string) ([]ENI, error) {
+	if err := checkID("node", instanceID); err != nil {
+		return nil, err
+	}
+	all, err := listAll[*ENI](ctx, s, kindENIs)
+	if err != nil {
+		return nil, err
+	}
+	var out []ENI
+	for _, e := range all {
+		if e.InstanceID == instanceID {
+			out = append(out, e)
+		}
+	}
+	slices.SortFunc(out, func(a, b ENI) int {
+		return cmp.Or(boolFirst(a.Primary, b.Primary), cmp.Compare(a.DeviceIndex, b.DeviceIndex), strings.Compare(a.ID, b.ID))
+	})
+	return out, nil
+}
+
+// checkAddrs rejects anything that isn't an IPv4 address or a /28 prefix.
+func checkAddrs(what string, addrs, prefixes []string) error {
+	for _, a := range addrs {
+		ip, err := netip.ParseAddr(a)
+		if err != nil || !ip.Is4() {
+			return fmt.Errorf("%s: %q is not an IPv4 address: %w", what, a, ErrInvalid)
+		}
+	}
+	for _, p := range prefixes {
+		pf, err := netip.ParsePrefix(p)
+		if err != nil || !pf.Addr().Is4() || pf.Bits() != 28 || pf.Masked() != pf {
+			return fmt.Errorf("%s: %q is not an IPv4 /28 prefix: %w", what, p, ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// union returns have plus the members of add it lacks, sorted.
+func union(have, add []string) []string {
+	out := slices.Clone(have)
+	for _, a := range add {
+		if !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	slices.Sort(out)
+	return out
+}
+
+// boolFirst orders true before false.
+func boolFirst(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return -1
+	}
+	return 1
+}
+
+// minus returns have without the members of drop.
+func minus(have, drop []string) []string {
+	var out []string
+	for _, h := range have {
+		if !slices.Contains(drop, h) {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// subset returns the first member of sub missing from of, or "".
+func missingFrom(sub, of []string) string {
+	for _, s := range sub {
+		if !slices.Contains(of, s) {
+			return s
+		}
+	}
+	return ""
+}

@@ -1,0 +1,254 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// newID returns a random id with a readable prefix.
+func newID(prefix string) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand panics instead)
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// kindNeedsENI says which intent kinds act on an existing ENI, and whether
+// its record must exist: detach and delete may target an ENI the broker
+// has no record of (a leak found by the reconciler).
+var kindNeedsENI = map[string]struct{ eni, record bool }{
+	IntentCreate:   {},
+	IntentAttach:   {eni: true, record: true},
+	IntentModify:   {eni: true, record: true},
+	IntentAssign:   {eni: true, record: true},
+	IntentUnassign: {eni: true, record: true},
+	IntentDetach:   {eni: true},
+	IntentDelete:   {eni: true},
+}
+
+// BeginIntent records a mutating EC2 call before it is sent, state open. In
+// the same transaction it reserves in.Reserved addresses from in.SubnetID:
+// a *BudgetError if the subnet's Available() is smaller, and then nothing
+// is written. It fills ID (if empty), State and CreatedAt.
+//
+// An ENI the intent names must belong to in.InstanceID (ErrNotOwner). An
+// unassign must name an acknowledged release of the same node and ENI
+// (ReleaseID), and may only take back addresses the agent acknowledged:
+// nothing is unassigned without a positive, recorded release.
+//
+// Beginning an intent whose ID already exists returns the stored one if it
+// describes the same call (a retried request), ErrInvalid otherwise.
+func (s *Store) BeginIntent(ctx context.Context, in Intent) (Intent, error) {
+	if err := checkIntent(&in); err != nil {
+		return Intent{}, err
+	}
+	if in.ID == "" {
+		in.ID = newID("int-")
+	}
+	in.State, in.Error, in.FinishedAt = IntentOpen, "", time.Time{}
+	in.CreatedAt = time.Now().UTC()
+	key := s.key(kindIntents, in.ID)
+	out := in
+	wrote := false
+	rev, err := s.update(ctx, "BeginIntent", []string{key}, nil, func(v *view) error {
+		wrote = false
+		var cur Intent
+		ok, err := get(v, kindIntents, in.ID, &cur)
+		if err != nil {
+			return err
+		}
+		if ok {
+			if cur.Kind != in.Kind || cur.InstanceID != in.InstanceID || cur.ENIID != in.ENIID ||
+				cur.SubnetID != in.SubnetID || cur.Reserved != in.Reserved || cur.ReleaseID != in.ReleaseID {
+				return fmt.Errorf("intent %s already exists for another call: %w", in.ID, ErrInvalid)
+			}
+			out = cur
+			return nil
+		}
+		out, wrote = in, true
+		if err := s.checkIntentTargets(v, &in); err != nil {
+			return err
+		}
+		if in.Reserved > 0 {
+			l := newLedger(v)
+			sn, err := l.subnet(in.SubnetID)
+			if err != nil {
+				return err
+			}
+			if sn.Available() < in.Reserved {
+				return &BudgetError{SubnetID: sn.ID, Limit: sn.Limit(), Use: sn.Attached + sn.Reserved, Requested: in.Reserved}
+			}
+			sn.Reserved += in.Reserved
+			if err := l.flush(); err != nil {
+				return err
+			}
+		}
+		return v.put(key, &out)
+	})
+	if err != nil {
+		return Intent{}, err
+	}
+	if wrote {
+		out.Rev = rev
+	}
+	return out, nil
+}
+
+// checkIntent validates an intent's fields on their own.
+func checkIntent(in *Intent) error {
+	need, ok := kindNeedsENI[in.Kind]
+	if !ok {
+		return fmt.Errorf("intent kind %q unknown: %w", in.Kind, ErrInvalid)
+	}
+	if in.ID != "" {
+		if err := checkID("intent", in.ID); err != nil {
+			return err
+		}
+	}
+	if err := checkID(in.Kind+" intent: node", in.InstanceID); err != nil {
+		return err
+	}
+	if need.eni {
+		if err := checkID(in.Kind+" intent: eni", in.ENIID); err != nil {
+			return err
+		}
+	}
+	if in.Reserved < 0 || in.Count < 0 || in.DeviceIndex < 0 {
+		return fmt.Errorf("%s intent: reserved %d, count %d and device index %d must not be negative: %w", in.Kind, in.Reserved, in.Count, in.DeviceIndex, ErrInvalid)
+	}
+	if in.Reserved > 0 || in.SubnetID != "" {
+		if err := checkID(in.Kind+" intent: subnet", in.SubnetID); err != nil {
+			return err
+		}
+	}
+	if err := checkAddrs(in.Kind+" intent", in.Addresses, in.Prefixes); err != nil {
+		return err
+	}
+	if in.Kind == IntentUnassign {
+		if err := checkID("unassign intent: release", in.ReleaseID); err != nil {
+			return err
+		}
+		if len(in.Addresses)+len(in.Prefixes) == 0 {
+			return fmt.Errorf("unassign intent: no addresses or prefixes: %w", ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// checkIntentTargets checks the ENI and release an intent names against
+// their records.
+func (s *Store) checkIntentTargets(v *view, in *Intent) error {
+	need := kindNeedsENI[in.Kind]
+	if !need.eni {
+		return nil
+	}
+	var e ENI
+	ok, err := get(v, kindENIs, in.ENIID, &e)
+	if err != nil {
+		return err
+	}
+	if !ok && need.record {
+		return fmt.Errorf("%s intent: eni %s: %w", in.Kind, in.ENIID, ErrNotFound)
+	}
+	if ok && e.InstanceID != in.InstanceID {
+		return fmt.Errorf("%s intent: eni %s belongs to %s, not %s: %w", in.Kind, in.ENIID, e.InstanceID, in.InstanceID, ErrNotOwner)
+	}
+	if in.Kind != IntentUnassign {
+		return nil
+	}
+	var r Release
+	ok, err = get(v, kindReleases, in.ReleaseID, &r)
+	if err != nil {
+		return err
+	}
+	switch {
+	case !ok:
+		return fmt.Errorf("unassign intent: release %s: %w", in.ReleaseID, ErrNotFound)
+	case r.InstanceID != in.InstanceID:
+		return fmt.Errorf("unassign intent: release %s belongs to %s, not %s: %w", r.ID, r.InstanceID, in.InstanceID, ErrNotOwner)
+	case r.ENIID != in.ENIID:
+		return fmt.Errorf("unassign intent: release %s is for eni %s, not %s: %w", r.ID, r.ENIID, in.ENIID, ErrInvalid)
+	case r.State != ReleaseAcked:
+		return fmt.Errorf("unassign intent: release %s is %s, not acknowledged: %w", r.ID, r.State, ErrWrongState)
+	}
+	if a := missingFrom(in.Addresses, r.AckedAddrs); a != "" {
+		return fmt.Errorf("unassign intent: address %s was not acknowledged free in release %s: %w", a, r.ID, ErrInvalid)
+	}
+	if p := missingFrom(in.Prefixes, r.AckedPfx); p != "" {
+		return fmt.Errorf("unassign intent: prefix %s was not acknowledged free in release %s: %w", p, r.ID, ErrInvalid)
+	}
+	return nil
+}
+
+// GetIntent returns one intent.
+func (s *Store) GetIntent(ctx context.Context, id string) (Intent, error) {
+	return getOne[*Intent](ctx, s, kindIntents, "intent", id)
+}
+
+// ListIntents returns every intent, oldest first.
+func (s *Store) ListIntents(ctx context.Context) ([]Intent, error) {
+	out, err := listAll[*Intent](ctx, s, kindIntents)
+	slices.SortFunc(out, func(a, b Intent) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
+	})
+	return out, err
+}
+
+// ListOpenIntents returns the intents still open, oldest first: the calls a
+// new leader must resolve.
+func (s *Store) ListOpenIntents(ctx context.Context) ([]Intent, error) {
+	all, err := s.ListIntents(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(all, func(in Intent) bool { return in.State != IntentOpen }), nil
+}
+
+// pruneBatch bounds the deletes per transaction (etcd allows 128 ops).
+const pruneBatch = 50
+
+// PruneIntents deletes done and failed intents that finished before
+// olderThan, and returns how many it deleted. Open intents are never
+// pruned. An intent changed since it was read is left for the next prune.
+func (s *Store) PruneIntents(ctx context.Context, olderThan time.Time) (int, error) {
+	all, err := s.ListIntents(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var old []Intent
+	for _, in := range all {
+		at := in.FinishedAt
+		if at.IsZero() {
+			at = in.CreatedAt
+		}
+		if in.State != IntentOpen && at.Before(olderThan) {
+			old = append(old, in)
+		}
+	}
+	n := 0
+	for batch := range slices.Chunk(old, pruneBatch) {
+		cmps := make([]clientv3.Cmp, 0, len(batch))
+		ops := make([]clientv3.Op, 0, len(batch))
+		for _, in := range batch {
+			k := s.key(kindIntents, in.ID)
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k), "=", in.Rev))
+			ops = append(ops, clientv3.OpDelete(k))
+		}
+		s.countWrite("PruneIntents")
+		resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+		if err != nil {
+			return n, fmt.Errorf("prune intents: %w", err)
+		}
+		if resp.Succeeded {
+			n += len(batch)
+		}
+	}
+	return n, nil
+}

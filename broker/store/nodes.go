@@ -1,0 +1,215 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+)
+
+// PutNode registers a node or updates its registration. Registering again
+// is idempotent; the first RegisteredAt is kept.
+func (s *Store) PutNode(ctx context.Context, n Node) (Node, error) {
+	if err := checkID("node", n.InstanceID); err != nil {
+		return Node{}, err
+	}
+	if n.MaxENIs < 0 || n.IPv4PerENI < 0 || n.WarmIPTarget < 0 || n.MinimumIPTarget < 0 || n.WarmENITarget < 0 || n.WarmPrefixTarget < 0 {
+		return Node{}, fmt.Errorf("node %s: limits and warm targets must not be negative: %w", n.InstanceID, ErrInvalid)
+	}
+	key := s.key(kindNodes, n.InstanceID)
+	rev, err := s.update(ctx, "PutNode", []string{key}, nil, func(v *view) error {
+		var cur Node
+		ok, err := get(v, kindNodes, n.InstanceID, &cur)
+		if err != nil {
+			return err
+		}
+		switch {
+		case ok && !cur.RegisteredAt.IsZero():
+			n.RegisteredAt = cur.RegisteredAt
+		case n.RegisteredAt.IsZero():
+			n.RegisteredAt = time.Now().UTC()
+		}
+		return v.put(key, &n)
+	})
+	n.Rev = rev
+	return n, err
+}
+
+// GetNode returns one node.
+func (s *Store) GetNode(ctx context.Context, id string) (Node, error) {
+	return getOne[*Node](ctx, s, kindNodes, "node", id)
+}
+
+// ListNodes returns every node, sorted by instance id.
+func (s *Store) ListNodes(ctx context.Context) ([]Node, error) {
+	out, err := listAll[*Node](ctx, s, kindNodes)
+	slices.SortFunc(out, func(a, b Node) int { return strings.Compare(a.InstanceID, b.InstanceID) })
+	return out, err
+}
+
+// DeleteNode removes the node's registration, its demand (so the planner
+// stops serving it) and its alive key. Its ENIs, usage and releases stay: taking addresses
+// back is the reconciler's job, through recorded evidence.
+func (s *Store) DeleteNode(ctx context.Context, id string) error {
+	if err := checkID("node", id); err != nil {
+		return err
+	}
+	key := s.key(kindNodes, id)
+	_, err := s.update(ctx, "DeleteNode", []string{key}, nil, func(v *view) error {
+		kv, err := v.raw(key)
+		if err != nil {
+			return err
+		}
+		if kv == nil {
+			return fmt.Errorf("node %s: %w", id, ErrNotFound)
+		}
+		v.del(key)
+		v.del(s.key(kindDemand, id))
+		v.del(s.key(kindAlive, id))
+		return nil
+	})
+	return err
+}
+
+// PutDemand stores a node's latest demand (last writer wins: only the node's
+// own agent states it). The node must be registered.
+func (s *Store) PutDemand(ctx context.Context, d Demand) error {
+	if err := checkID("demand", d.InstanceID); err != nil {
+		return err
+	}
+	if d.Pending < 0 || d.WarmShortfall < 0 {
+		return fmt.Errorf("demand of %s: pending %d and warm shortfall %d must not be negative: %w", d.InstanceID, d.Pending, d.WarmShortfall, ErrInvalid)
+	}
+	if d.UpdatedAt.IsZero() {
+		d.UpdatedAt = time.Now().UTC()
+	}
+	nodeKey := s.key(kindNodes, d.InstanceID)
+	_, err := s.update(ctx, "PutDemand", []string{nodeKey}, nil, func(v *view) error {
+		if err := requireNode(v, nodeKey, d.InstanceID); err != nil {
+			return err
+		}
+		return v.put(s.key(kindDemand, d.InstanceID), &d)
+	})
+	return err
+}
+
+// ListDemands returns every stored demand by instance id.
+func (s *Store) ListDemands(ctx context.Context) (map[string]Demand, error) {
+	ds, err := listAll[*Demand](ctx, s, kindDemand)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]Demand, len(ds))
+	for _, d := range ds {
+		out[d.InstanceID] = d
+	}
+	return out, nil
+}
+
+// PutUsage stores a node's usage report unless one with the same or a
+// higher Seq is already stored (reports can arrive out of order through
+// reconnects); applied says which. The node must be registered.
+func (s *Store) PutUsage(ctx context.Context, u Usage) (bool, error) {
+	if err := checkID("usage", u.InstanceID); err != nil {
+		return false, err
+	}
+	if err := checkUsage(u); err != nil {
+		return false, err
+	}
+	if u.UpdatedAt.IsZero() {
+		u.UpdatedAt = time.Now().UTC()
+	}
+	nodeKey, key := s.key(kindNodes, u.InstanceID), s.key(kindUsage, u.InstanceID)
+	applied := false
+	_, err := s.update(ctx, "PutUsage", []string{nodeKey, key}, nil, func(v *view) error {
+		applied = false
+		if err := requireNode(v, nodeKey, u.InstanceID); err != nil {
+			return err
+		}
+		var cur Usage
+		ok, err := get(v, kindUsage, u.InstanceID, &cur)
+		if err != nil {
+			return err
+		}
+		if ok && u.Seq <= cur.Seq {
+			return nil
+		}
+		applied = true
+		return v.put(key, &u)
+	})
+	return applied && err == nil, err
+}
+
+// checkUsage rejects reports with unparsable addresses or an address both
+// assigned and free.
+func checkUsage(u Usage) error {
+	seen := make(map[netip.Addr]bool, len(u.Assigned))
+	for _, a := range u.Assigned {
+		ip, err := netip.ParseAddr(a)
+		if err != nil {
+			return fmt.Errorf("usage of %s: assigned address %q: %w", u.InstanceID, a, ErrInvalid)
+		}
+		seen[ip] = true
+	}
+	for _, a := range u.Free {
+		ip, err := netip.ParseAddr(a)
+		if err != nil {
+			return fmt.Errorf("usage of %s: free address %q: %w", u.InstanceID, a, ErrInvalid)
+		}
+		if seen[ip] {
+			return fmt.Errorf("usage of %s: address %s is both assigned and free: %w", u.InstanceID, a, ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// GetUsage returns a node's latest usage report.
+func (s *Store) GetUsage(ctx context.Context, id string) (Usage, error) {
+	return getOne[*Usage](ctx, s, kindUsage, "usage of node", id)
+}
+
+// ListUsage returns every node's latest usage report by instance id.
+func (s *Store) ListUsage(ctx context.Context) (map[string]Usage, error) {
+	us, err := listAll[*Usage](ctx, s, kindUsage)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]Usage, len(us))
+	for _, u := range us {
+		out[u.InstanceID] = u
+	}
+	return out, nil
+}
+
+// requireNode fails with ErrNotFound unless the node at nodeKey exists.
+func requireNode(v *view, nodeKey, id string) error {
+	kv, err := v.raw(nodeKey)
+	if err != nil {
+		return err
+	}
+	if kv == nil {
+		return fmt.Errorf("node %s is not registered: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
+// getOne reads one record of a kind; ErrNotFound if absent.
+func getOne[P interface {
+	*T
+	record
+}, T any](ctx context.Context, s *Store, kind, what, id string) (T, error) {
+	var out T
+	if err := checkID(what, id); err != nil {
+		return out, err
+	}
+	err := s.readView(ctx, []string{s.key(kind, id)}, nil, func(v *view) error {
+		ok, err := get(v, kind, id, P(&out))
+		if err == nil && !ok {
+			err = fmt.Errorf("%s %s: %w", what, id, ErrNotFound)
+		}
+		return err
+	})
+	return out, err
+}

@@ -1,0 +1,168 @@
+package store
+
+import (
+	"testing"
+	"time"
+)
+
+func TestNodeRegisterIdempotent(t *testing.T) {
+	s := newStore(t)
+	ctx := ctxT(t)
+	first, err := s.PutNode(ctx, Node{InstanceID: "i-2", InstanceType: "m5.large", MaxENIs: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.RegisteredAt.IsZero() || first.Rev == 0 {
+		t.Fatalf("PutNode = %+v, want RegisteredAt and Rev set", first)
+	}
+	again, err := s.PutNode(ctx, Node{InstanceID: "i-2", InstanceType: "m5.large", MaxENIs: 2, RegisteredAt: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !again.RegisteredAt.Equal(first.RegisteredAt) || again.MaxENIs != 2 {
+		t.Fatalf("re-register = %+v: want first RegisteredAt kept, MaxENIs updated", again)
+	}
+	mustNode(t, s, "i-1")
+	got, err := s.GetNode(ctx, "i-2")
+	if err != nil || got.MaxENIs != 2 || !got.RegisteredAt.Equal(first.RegisteredAt) {
+		t.Fatalf("GetNode = %+v, %v", got, err)
+	}
+	nodes, err := s.ListNodes(ctx)
+	if err != nil || len(nodes) != 2 || nodes[0].InstanceID != "i-1" || nodes[1].InstanceID != "i-2" {
+		t.Fatalf("ListNodes = %+v, %v; want i-1, i-2", nodes, err)
+	}
+	_, err = s.PutNode(ctx, Node{InstanceID: "i-3", MaxENIs: -1})
+	wantErr(t, err, ErrInvalid)
+	_, err = s.GetNode(ctx, "i-9")
+	wantErr(t, err, ErrNotFound)
+}
+
+func TestDemandAndDeleteNode(t *testing.T) {
+	s := newStore(t)
+	ctx := ctxT(t)
+	wantErr(t, s.PutDemand(ctx, Demand{InstanceID: "i-1", Pending: 1}), ErrNotFound)
+	mustNode(t, s, "i-1")
+	mustNode(t, s, "i-2")
+	wantErr(t, s.PutDemand(ctx, Demand{InstanceID: "i-1", Pending: -1}), ErrInvalid)
+	if err := s.PutDemand(ctx, Demand{InstanceID: "i-1", Pending: 3, WarmShortfall: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutDemand(ctx, Demand{InstanceID: "i-1", Pending: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutDemand(ctx, Demand{InstanceID: "i-2", WarmShortfall: 7}); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := s.ListDemands(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds) != 2 || ds["i-1"].Pending != 5 || ds["i-1"].WarmShortfall != 0 || ds["i-2"].WarmShortfall != 7 || ds["i-1"].UpdatedAt.IsZero() {
+		t.Fatalf("ListDemands = %+v", ds)
+	}
+	if err := s.KeepAlive(ctx, "i-1", 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteNode(ctx, "i-1"); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, s.DeleteNode(ctx, "i-1"), ErrNotFound)
+	_, err = s.GetNode(ctx, "i-1")
+	wantErr(t, err, ErrNotFound)
+	ds, err = s.ListDemands(ctx)
+	if err != nil || len(ds) != 1 || ds["i-2"].WarmShortfall != 7 {
+		t.Fatalf("after delete ListDemands = %+v, %v; want only i-2", ds, err)
+	}
+	alive, err := s.Alive(ctx)
+	if err != nil || alive["i-1"] {
+		t.Fatalf("after delete Alive = %v, %v; want i-1 gone", alive, err)
+	}
+	// A deleted node's heartbeat does not bring its alive key back.
+	wantErr(t, s.KeepAlive(ctx, "i-1", 30*time.Second), ErrNotFound)
+}
+
+func TestUsageSeqOrdering(t *testing.T) {
+	s := newStore(t)
+	ctx := ctxT(t)
+	_, err := s.PutUsage(ctx, Usage{InstanceID: "i-1", Seq: 1})
+	wantErr(t, err, ErrNotFound)
+	mustNode(t, s, "i-1")
+	steps := []struct {
+		seq     uint64
+		applied bool
+	}{{2, true}, {1, false}, {2, false}, {3, true}, {0, false}}
+	for _, st := range steps {
+		applied, err := s.PutUsage(ctx, Usage{InstanceID: "i-1", Seq: st.seq, Assigned: []string{"10.0.0.9"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if applied != st.applied {
+			t.Errorf("seq %d: applied %v, want %v", st.seq, applied, st.applied)
+		}
+	}
+	u, err := s.GetUsage(ctx, "i-1")
+	if err != nil || u.Seq != 3 {
+		t.Fatalf("GetUsage = %+v, %v; want seq 3", u, err)
+	}
+	_, err = s.PutUsage(ctx, Usage{InstanceID: "i-1", Seq: 9, Assigned: []string{"nope"}})
+	wantErr(t, err, ErrInvalid)
+	_, err = s.PutUsage(ctx, Usage{InstanceID: "i-1", Seq: 9, Assigned: []string{"10.0.0.1"}, Free: []string{"10.0.0.1"}})
+	wantErr(t, err, ErrInvalid)
+	us, err := s.ListUsage(ctx)
+	if err != nil || len(us) != 1 || us["i-1"].Seq != 3 {
+		t.Fatalf("ListUsage = %+v, %v", us, err)
+	}
+	_, err = s.GetUsage(ctx, "i-2")
+	wantErr(t, err, ErrNotFound)
+}
+
+func TestKeepAliveLease(t *testing.T) {
+	s := newStore(t)
+	ctx := ctxT(t)
+	wantErr(t, s.KeepAlive(ctx, "i-1", time.Second), ErrNotFound)
+	mustNode(t, s, "i-1")
+	mustNode(t, s, "i-2")
+	wantErr(t, s.KeepAlive(ctx, "i-1", 10*time.Millisecond), ErrInvalid)
+	if err := s.KeepAlive(ctx, "i-1", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.KeepAlive(ctx, "i-2", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.KeepAlive(ctx, "i-2", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if w := s.Writes(); w["KeepAliveGrant"] != 2 || w["KeepAliveRenew"] != 1 {
+		t.Errorf("Writes = %v: want the second keepalive of i-2 to only renew", w)
+	}
+	alive, err := s.Alive(ctx)
+	if err != nil || !alive["i-1"] || !alive["i-2"] {
+		t.Fatalf("Alive = %v, %v", alive, err)
+	}
+	// Without renewal i-1's lease expires; etcd may stretch a short TTL, so
+	// allow generously.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		alive, err = s.Alive(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !alive["i-1"] {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("i-1 still alive 20s after its 1s lease")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !alive["i-2"] {
+		t.Fatal("i-2 expired with a one-minute lease")
+	}
+	// After expiry a heartbeat grants a new lease and the node is back.
+	if err := s.KeepAlive(ctx, "i-1", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if alive, _ = s.Alive(ctx); !alive["i-1"] {
+		t.Fatal("i-1 not alive after keepalive following expiry")
+	}
+}

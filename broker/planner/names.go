@@ -1,0 +1,37 @@
+package planner
+
+import "fmt"
+
+// String returns the mode as the store and the agent spell it.
+func (m Mode) String() string {
+	switch m {
+	case SecondaryIP:
+		return "secondary-ip"
+	case Prefix:
+		return "prefix"
+	}
+	return fmt.Sprintf("mode(%d)", int(m))
+}
+
+// ParseMode parses a mode as String spells it.
+func ParseMode(s string) (Mode, error) {
+	switch s {
+	case "secondary-ip":
+		return SecondaryIP, nil
+	case "prefix":
+		return Prefix, nil
+	}
+	return 0, fmt.Errorf("unknown address mode %q (want secondary-ip or prefix)", s)
+}
+
+func (r Reason) String() string {
+	switch r {
+	case NodeFull:
+		return "node-full"
+	case BudgetExhausted:
+		return "budget-exhausted"
+	case NodeBusy:
+		return "node-busy"
+	}
+	return fmt.Sprintf("reason(%d)", int(r))
+}

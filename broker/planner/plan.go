@@ -1,0 +1,233 @@
+package planner
+
+import (
+	"container/heap"
+	"sort"
+)
+
+// Make plans the fewest EC2 calls that cover the nodes' demand within the
+// subnet budgets.
+//
+// Each node's demand (Pending and WarmShortfall, minus InFlight; in prefix
+// mode rounded up to whole /28 prefixes) is handed out one slot (a secondary
+// address or a prefix) at a time, in two rounds: first every node's waiting
+// pods, then every node's warm targets. Within a round the node with the
+// largest remaining deficit gets the next slot (ties: InstanceID), so when a
+// budget runs short the deficits are evened out instead of the first node
+// taking all. A node's slots always go to its targets in the same order
+// (existing ENIs most-free first, then new ENIs at the lowest free device
+// index), so the slots of both rounds end up in one AssignPrivateIpAddresses
+// per existing ENI and one CreateNetworkInterface per new ENI. Every slot is
+// charged to its ENI's subnet budget as it is granted (a new ENI's first slot
+// also pays for the ENI's primary address); a slot no budget can pay for is
+// not planned and the node's remainder is reported in Unmet.
+//
+// Make is pure and deterministic: the same nodes in any order and the same
+// budgets give the same plan. It changes neither its arguments nor anything
+// they point to.
+func Make(nodes []Node, budgets Budgets) Plan {
+	p := &planning{budget: make(map[string]int64, len(budgets))}
+	for s, b := range budgets {
+		p.budget[s] = b
+	}
+	states := make([]*nodeState, len(nodes))
+	for i := range nodes {
+		states[i] = newNodeState(&nodes[i], i)
+	}
+	sort.Slice(states, func(i, j int) bool { return states[i].less(states[j]) })
+
+	p.round(states, true)
+	p.round(states, false)
+	return p.result(states)
+}
+
+type planning struct {
+	budget map[string]int64
+	seq    int
+}
+
+// nodeState is one node's progress through planning.
+type nodeState struct {
+	node *Node
+	idx  int // input position, the last tie-break
+	mode Mode
+	unit int // addresses per slot: 1, or PrefixSize
+	// urgentAddrs and totalAddrs are the demand in addresses after InFlight;
+	// urgentSlots and totalSlots the same in slots.
+	urgentAddrs, totalAddrs int
+	urgentSlots, totalSlots int
+	granted                 int // slots granted so far
+	targets                 []*target
+	roomForENI              bool
+	blocked                 Reason // why the node can take no more; 0 if it can
+}
+
+func newNodeState(n *Node, idx int) *nodeState {
+	s := &nodeState{node: n, idx: idx, mode: effectiveMode(n), unit: 1}
+	if s.mode == Prefix {
+		s.unit = PrefixSize
+	}
+	inFlight := max(n.InFlight, 0)
+	s.urgentAddrs = max(n.Pending-inFlight, 0)
+	s.totalAddrs = max(max(n.Pending, 0)+max(n.WarmShortfall, 0)-inFlight, 0)
+	s.urgentSlots = ceilDiv(s.urgentAddrs, s.unit)
+	s.totalSlots = ceilDiv(s.totalAddrs, s.unit)
+	s.targets, s.roomForENI = buildTargets(n)
+	return s
+}
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+func (s *nodeState) less(o *nodeState) bool {
+	if s.node.InstanceID != o.node.InstanceID {
+		return s.node.InstanceID < o.node.InstanceID
+	}
+	return s.idx < o.idx
+}
+
+// wantSlots is how many slots the node wants by the end of the round.
+func (s *nodeState) wantSlots(urgent bool) int {
+	if urgent {
+		return s.urgentSlots
+	}
+	return s.totalSlots
+}
+
+// deficit is the node's remaining demand in addresses for the round, the
+// measure fairness compares across nodes of either mode.
+func (s *nodeState) deficit(urgent bool) int {
+	want := s.totalAddrs
+	if urgent {
+		want = s.urgentAddrs
+	}
+	return want - s.granted*s.unit
+}
+
+// round hands out slots one at a time, largest deficit first, until every
+// node has what it wants for the round or can take no more.
+func (p *planning) round(states []*nodeState, urgent bool) {
+	q := &deficitQueue{urgent: urgent}
+	for _, s := range states {
+		if s.blocked == 0 && s.granted < s.wantSlots(urgent) {
+			q.items = append(q.items, s)
+		}
+	}
+	heap.Init(q)
+	for q.Len() > 0 {
+		s := q.items[0]
+		if !p.grant(s, urgent) || s.granted >= s.wantSlots(urgent) {
+			heap.Pop(q)
+			continue
+		}
+		heap.Fix(q, 0)
+	}
+}
+
+// grant gives the node one slot on its first target that has room and whose
+// subnet budget can pay for it. It records why when there is none.
+func (p *planning) grant(s *nodeState, urgent bool) bool {
+	short := false
+	for _, t := range s.targets {
+		if t.filled >= t.capacity {
+			continue
+		}
+		cost := int64(s.unit)
+		if t.isNew && t.filled == 0 {
+			cost++ // the new ENI's own primary address
+		}
+		if p.budget[t.subnetID] < cost {
+			short = true
+			continue
+		}
+		p.budget[t.subnetID] -= cost
+		if t.filled == 0 {
+			t.seq = p.seq
+			p.seq++
+		}
+		t.filled++
+		t.urgent = t.urgent || urgent
+		s.granted++
+		return true
+	}
+	switch {
+	case short:
+		s.blocked = BudgetExhausted
+	case s.node.Busy && s.roomForENI:
+		s.blocked = NodeBusy
+	default:
+		s.blocked = NodeFull
+	}
+	return false
+}
+
+// result turns the filled targets into actions, urgent ones first and
+// otherwise in the order their first slot was granted, and lists what is
+// left unmet.
+func (p *planning) result(states []*nodeState) Plan {
+	type planned struct {
+		a   Action
+		seq int
+	}
+	var all []planned
+	plan := Plan{Unmet: map[string]Shortfall{}}
+	for _, s := range states {
+		n := s.node
+		for _, t := range s.targets {
+			if t.filled == 0 {
+				continue
+			}
+			a := Action{
+				Kind:        Assign,
+				InstanceID:  n.InstanceID,
+				ENIID:       t.eniID,
+				SubnetID:    t.subnetID,
+				DeviceIndex: t.deviceIndex,
+				Count:       t.filled,
+				Mode:        s.mode,
+				Urgent:      t.urgent,
+			}
+			if t.isNew {
+				a.Kind = CreateAttach
+				a.SecurityGroups = append([]string(nil), n.SecurityGroups...)
+			}
+			all = append(all, planned{a, t.seq})
+		}
+		if left := s.totalAddrs - s.granted*s.unit; left > 0 && s.blocked != 0 {
+			plan.Unmet[n.InstanceID] = Shortfall{Addresses: left, Reason: s.blocked}
+		}
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].a.Urgent != all[j].a.Urgent {
+			return all[i].a.Urgent
+		}
+		return all[i].seq < all[j].seq // unique per target
+	})
+	for _, x := range all {
+		plan.Actions = append(plan.Actions, x.a)
+	}
+	return plan
+}
+
+// deficitQueue is a max-heap of nodes by remaining deficit in the round,
+// ties broken by InstanceID then input position.
+type deficitQueue struct {
+	items  []*nodeState
+	urgent bool
+}
+
+func (q *deficitQueue) Len() int { return len(q.items) }
+func (q *deficitQueue) Less(i, j int) bool {
+	a, b := q.items[i], q.items[j]
+	if da, db := a.deficit(q.urgent), b.deficit(q.urgent); da != db {
+		return da > db
+	}
+	return a.less(b)
+}
+func (q *deficitQueue) Swap(i, j int) { q.items[i], q.items[j] = q.items[j], q.items[i] }
+func (q *deficitQueue) Push(x any)    { q.items = append(q.items, x.(*nodeState)) }
+func (q *deficitQueue) Pop() any {
+	n := len(q.items)
+	x := q.items[n-1]
+	q.items = q.items[:n-1]
+	return x
+}

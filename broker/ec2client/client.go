@@ -1,0 +1,190 @@
+// Package ec2client is the broker's only way to EC2. It wraps the
+// aws-sdk-go-v2 EC2 client behind allot's own types, sends every call through
+// a client-side token bucket (ratelimit) so EC2 is never asked faster than its
+// buckets refill, and turns every failure into an *APIError.
+//
+// The SDK's own retryer is off: its exponential backoff is what left pods
+// waiting in the seed's burst. A RequestLimitExceeded (someone else in the
+// account used the tokens) empties our bucket and the call goes again as soon
+// as the next token is ours; every other error goes straight back to the
+// caller, who knows whether the call is safe to repeat.
+package ec2client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/smithy-go"
+
+	"github.com/allotnet/allot/broker/ratelimit"
+)
+
+// DefaultMaxThrottleRetries is how many times a throttled call is retried
+// when Config leaves it zero.
+const DefaultMaxThrottleRetries = 5
+
+// maxIdleConns is the idle connections the default HTTP client keeps to the
+// endpoint.
+const maxIdleConns = 256
+
+// Config configures a Client.
+type Config struct {
+	Region string
+	// Endpoint overrides the EC2 endpoint (awssim's URL); empty means AWS's.
+	Endpoint string
+	// Credentials signs requests; nil means fixed test credentials, which
+	// is what awssim expects.
+	Credentials aws.CredentialsProvider
+	// Limiter paces every call; nil means a limiter with the whole of each
+	// bucket at real time.
+	Limiter *ratelimit.Limiter
+	// MaxThrottleRetries bounds retries after RequestLimitExceeded; 0 means
+	// DefaultMaxThrottleRetries, negative means none.
+	MaxThrottleRetries int
+	// HTTPClient sends the requests; nil means the SDK's default client
+	// with a larger idle connection pool.
+	HTTPClient *http.Client
+	// Logger receives throttling warnings; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Client calls EC2. It is safe for concurrent use.
+type Client struct {
+	ec2     *ec2.Client
+	limiter *ratelimit.Limiter
+	retries int
+	log     *slog.Logger
+
+	mu        sync.Mutex
+	calls     map[string]int64
+	throttled map[string]int64
+}
+
+// New returns a Client. It reads no environment and no shared config files:
+// everything comes from cfg.
+func New(ctx context.Context, cfg Config) (*Client, error) {
+	_ = ctx // kept for symmetry with SDK constructors that load config
+	if cfg.Region == "" {
+		return nil, errors.New("ec2client: region is required")
+	}
+	creds := cfg.Credentials
+	if creds == nil {
+		creds = credentials.NewStaticCredentialsProvider("AKIDALLOTTEST", "allot-test-secret", "")
+	}
+	awsCfg := aws.Config{
+		Region:      cfg.Region,
+		Credentials: aws.NewCredentialsCache(creds),
+		Retryer:     func() aws.Retryer { return aws.NopRetryer{} },
+	}
+	if cfg.HTTPClient != nil {
+		awsCfg.HTTPClient = cfg.HTTPClient
+	} else {
+		// The SDK keeps only 10 idle connections per host; a burst runs
+		// many more calls than that in parallel to one endpoint, and would
+		// otherwise open and close a connection per call.
+		awsCfg.HTTPClient = awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
+			tr.MaxIdleConns = maxIdleConns
+			tr.MaxIdleConnsPerHost = maxIdleConns
+		})
+	}
+	api := ec2.NewFromConfig(awsCfg, func(o *ec2.Options) {
+		if cfg.Endpoint != "" {
+			o.BaseEndpoint = aws.String(cfg.Endpoint)
+		}
+	})
+	lim := cfg.Limiter
+	if lim == nil {
+		lim = ratelimit.New(ratelimit.Config{})
+	}
+	retries := cfg.MaxThrottleRetries
+	switch {
+	case retries == 0:
+		retries = DefaultMaxThrottleRetries
+	case retries < 0:
+		retries = 0
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Client{
+		ec2: api, limiter: lim, retries: retries, log: log,
+		calls: map[string]int64{}, throttled: map[string]int64{},
+	}, nil
+}
+
+// Limiter returns the limiter the client paces its calls with.
+func (c *Client) Limiter() *ratelimit.Limiter { return c.limiter }
+
+// Calls returns how many requests were sent, by EC2 action, throttled
+// retries included (EC2 and awssim count those too).
+func (c *Client) Calls() map[string]int64 { return c.snapshot(c.calls) }
+
+// Throttled returns how many requests EC2 answered RequestLimitExceeded, by
+// action.
+func (c *Client) Throttled() map[string]int64 { return c.snapshot(c.throttled) }
+
+func (c *Client) snapshot(m map[string]int64) map[string]int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]int64, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func (c *Client) count(m map[string]int64, action string) {
+	c.mu.Lock()
+	m[action]++
+	c.mu.Unlock()
+}
+
+// call sends one EC2 request: it waits for a token of the action's class,
+// sends, and on RequestLimitExceeded drains the bucket and tries again with
+// the next token, up to the retry bound. filtered says whether a Describe
+// carries a filter or pagination (it picks the bucket).
+func call[T any](ctx context.Context, c *Client, action string, filtered bool, send func(context.Context) (T, error)) (T, error) {
+	class := ratelimit.ClassOf(action, filtered)
+	var zero T
+	for attempt := 0; ; attempt++ {
+		if err := c.limiter.Wait(ctx, class); err != nil {
+			return zero, &APIError{Action: action, Err: fmt.Errorf("waiting for a %s token: %w", class, err)}
+		}
+		c.count(c.calls, action)
+		out, err := send(ctx)
+		if err == nil {
+			return out, nil
+		}
+		apiErr := wrap(action, err)
+		if !IsThrottle(apiErr) {
+			return zero, apiErr
+		}
+		c.count(c.throttled, action)
+		c.limiter.Drain(class)
+		if attempt >= c.retries {
+			return zero, apiErr
+		}
+		c.log.Warn("ec2 throttled; bucket drained, retrying on the next token",
+			"action", action, "class", string(class), "attempt", attempt+1, "max_retries", c.retries)
+	}
+}
+
+// wrap turns an SDK error into an *APIError carrying EC2's code and message
+// when there is one.
+func wrap(action string, err error) *APIError {
+	e := &APIError{Action: action, Err: err}
+	var api smithy.APIError
+	if errors.As(err, &api) {
+		e.Code, e.Message = api.ErrorCode(), api.ErrorMessage()
+	}
+	return e
+}

@@ -1,0 +1,206 @@
+package ec2client
+
+import (
+	"context"
+	"sort"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	"github.com/allotnet/allot/broker/planner"
+)
+
+// Page sizes. Every Describe the client sends paginates (or filters), so all
+// of them draw from EC2's larger, faster "filtered" bucket.
+const (
+	maxResults              = 1000
+	maxResultsInstanceTypes = 100 // DescribeInstanceTypes allows no more
+)
+
+// DescribeENIsInput selects network interfaces; empty fields select
+// everything. All set fields must match.
+type DescribeENIsInput struct {
+	IDs []string
+	// Tags must all be present with these values.
+	Tags map[string]string
+	// TagKeys must all be present, with any value.
+	TagKeys    []string
+	InstanceID string
+	Status     string
+	SubnetID   string
+}
+
+// DescribeENIs returns every ENI matching in, following NextToken to the
+// end. IDs are sent as a network-interface-id filter rather than as
+// NetworkInterfaceId (which EC2 won't combine with MaxResults): the call then
+// stays in the filtered bucket, and an ID that no longer exists is simply
+// absent from the result instead of failing the whole call with NotFound.
+func (c *Client) DescribeENIs(ctx context.Context, in DescribeENIsInput) ([]ENIInfo, error) {
+	var filters []types.Filter
+	add := func(name string, values ...string) {
+		filters = append(filters, types.Filter{Name: aws.String(name), Values: values})
+	}
+	if len(in.IDs) > 0 {
+		add("network-interface-id", in.IDs...)
+	}
+	for _, k := range sortedKeys(in.Tags) {
+		add("tag:"+k, in.Tags[k])
+	}
+	for _, k := range in.TagKeys {
+		// One filter per key: values within a filter are ORed, filters
+		// are ANDed, and every key must be there.
+		add("tag-key", k)
+	}
+	if in.InstanceID != "" {
+		add("attachment.instance-id", in.InstanceID)
+	}
+	if in.Status != "" {
+		add("status", in.Status)
+	}
+	if in.SubnetID != "" {
+		add("subnet-id", in.SubnetID)
+	}
+
+	var out []ENIInfo
+	var token *string
+	for {
+		req := &ec2.DescribeNetworkInterfacesInput{Filters: filters, MaxResults: aws.Int32(maxResults), NextToken: token}
+		page, err := call(ctx, c, "DescribeNetworkInterfaces", true, func(ctx context.Context) (*ec2.DescribeNetworkInterfacesOutput, error) {
+			return c.ec2.DescribeNetworkInterfaces(ctx, req)
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range page.NetworkInterfaces {
+			out = append(out, eniInfo(n))
+		}
+		if token = page.NextToken; aws.ToString(token) == "" {
+			return out, nil
+		}
+	}
+}
+
+// SubnetInfo is one subnet as EC2 describes it.
+type SubnetInfo struct {
+	ID, CIDR, AZ, VPCID string
+	// Available is EC2's count of free addresses in the subnet.
+	Available int64
+}
+
+// DescribeSubnets returns the given subnets (all of them for no IDs). An ID
+// that does not exist fails the call with InvalidSubnetID.NotFound, which for
+// configured subnets is the error the operator needs to see.
+func (c *Client) DescribeSubnets(ctx context.Context, ids []string) ([]SubnetInfo, error) {
+	var out []SubnetInfo
+	var token *string
+	for {
+		req := &ec2.DescribeSubnetsInput{SubnetIds: ids, NextToken: token}
+		page, err := call(ctx, c, "DescribeSubnets", true, func(ctx context.Context) (*ec2.DescribeSubnetsOutput, error) {
+			return c.ec2.DescribeSubnets(ctx, req)
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range page.Subnets {
+			out = append(out, SubnetInfo{
+				ID:        aws.ToString(s.SubnetId),
+				CIDR:      aws.ToString(s.CidrBlock),
+				AZ:        aws.ToString(s.AvailabilityZone),
+				VPCID:     aws.ToString(s.VpcId),
+				Available: int64(aws.ToInt32(s.AvailableIpAddressCount)),
+			})
+		}
+		if token = page.NextToken; aws.ToString(token) == "" {
+			return out, nil
+		}
+	}
+}
+
+// DescribeInstanceTypes returns the ENI limits of the given instance types,
+// keyed by type name. A type is PrefixCapable when it runs on Nitro (the
+// nitro hypervisor, or bare metal).
+func (c *Client) DescribeInstanceTypes(ctx context.Context, names []string) (map[string]planner.Limits, error) {
+	its := make([]types.InstanceType, len(names))
+	for i, n := range names {
+		its[i] = types.InstanceType(n)
+	}
+	out := map[string]planner.Limits{}
+	var token *string
+	for {
+		req := &ec2.DescribeInstanceTypesInput{InstanceTypes: its, MaxResults: aws.Int32(maxResultsInstanceTypes), NextToken: token}
+		page, err := call(ctx, c, "DescribeInstanceTypes", true, func(ctx context.Context) (*ec2.DescribeInstanceTypesOutput, error) {
+			return c.ec2.DescribeInstanceTypes(ctx, req)
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range page.InstanceTypes {
+			l := planner.Limits{
+				PrefixCapable: it.Hypervisor == types.InstanceTypeHypervisorNitro || aws.ToBool(it.BareMetal),
+			}
+			if ni := it.NetworkInfo; ni != nil {
+				l.MaxENIs = int(aws.ToInt32(ni.MaximumNetworkInterfaces))
+				l.IPv4PerENI = int(aws.ToInt32(ni.Ipv4AddressesPerInterface))
+			}
+			out[string(it.InstanceType)] = l
+		}
+		if token = page.NextToken; aws.ToString(token) == "" {
+			return out, nil
+		}
+	}
+}
+
+// InstanceInfo is one instance as EC2 describes it.
+type InstanceInfo struct {
+	ID, Type, State, AZ, SubnetID string
+}
+
+// DescribeInstances returns the given instances (all for no IDs). As with
+// DescribeENIs, IDs go in an instance-id filter with pagination: the filtered
+// bucket, and a missing instance is absent rather than an error.
+func (c *Client) DescribeInstances(ctx context.Context, ids []string) ([]InstanceInfo, error) {
+	var filters []types.Filter
+	if len(ids) > 0 {
+		filters = []types.Filter{{Name: aws.String("instance-id"), Values: ids}}
+	}
+	var out []InstanceInfo
+	var token *string
+	for {
+		req := &ec2.DescribeInstancesInput{Filters: filters, MaxResults: aws.Int32(maxResults), NextToken: token}
+		page, err := call(ctx, c, "DescribeInstances", true, func(ctx context.Context) (*ec2.DescribeInstancesOutput, error) {
+			return c.ec2.DescribeInstances(ctx, req)
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range page.Reservations {
+			for _, i := range r.Instances {
+				info := InstanceInfo{
+					ID:       aws.ToString(i.InstanceId),
+					Type:     string(i.InstanceType),
+					SubnetID: aws.ToString(i.SubnetId),
+				}
+				if i.State != nil {
+					info.State = string(i.State.Name)
+				}
+				if i.Placement != nil {
+					info.AZ = aws.ToString(i.Placement.AvailabilityZone)
+				}
+				out = append(out, info)
+			}
+		}
+		if token = page.NextToken; aws.ToString(token) == "" {
+			return out, nil
+		}
+	}
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

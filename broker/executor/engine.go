@@ -1,0 +1,254 @@
+// Package executor is the engine that runs on the leader broker and carries
+// out the planner's plans against EC2. Before every mutating EC2 call it
+// writes an intent to etcd (reserving subnet budget in the same transaction);
+// after the call it records the result. When it starts it first resolves the
+// intents a previous leader left open, by describing EC2, so a crash between
+// two calls leaves neither an orphan ENI nor a double allocation.
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/allotnet/allot/broker/planner"
+)
+
+// Config is everything the engine needs; main builds it.
+type Config struct {
+	// Cluster is the cluster name written into every ENI's tags.
+	Cluster string
+	Store   Store
+	EC2     EC2
+	Logger  *slog.Logger
+	// Interval is how often the engine looks at its state when nothing
+	// changed in etcd (retries, release timers). Default 2s.
+	Interval time.Duration
+	// Settle is how long a wake-up from etcd waits for more changes to
+	// arrive before planning, so a burst of demands lands in one plan and
+	// the engine's own writes do not each cost a round. Default 50ms.
+	Settle time.Duration
+	// Workers bounds the EC2 actions carried out at once. Default 64.
+	Workers int
+	// FailureBackoff is how long a node is left alone after one of its
+	// actions failed; it doubles per consecutive failure up to 16x.
+	// Default 2s.
+	FailureBackoff time.Duration
+
+	// StaleIntent is how long an open intent written by the reconciler is
+	// left to it before the engine resolves it as abandoned. Default 1m.
+	StaleIntent time.Duration
+
+	// ReplayCreateWithin is how old a create intent may be for a new
+	// leader to send its request again (same ClientToken) when Describe
+	// does not show the ENI. Older ones are failed. Default 1h.
+	ReplayCreateWithin time.Duration
+
+	// ReleaseMargin is how many free addresses beyond its warm targets a
+	// node may hold before the engine proposes taking some back. Default 4.
+	ReleaseMargin int
+	// ReleaseAfter is how long a surplus must last before a release is
+	// proposed. Default 2m.
+	ReleaseAfter time.Duration
+	// ReleaseTimeout cancels a proposal the agent did not acknowledge in
+	// this long. Default 5m.
+	ReleaseTimeout time.Duration
+
+	// Retain is how long finished intents and releases stay in etcd (the
+	// record of what was done, and what a new leader counts as delivered).
+	// Default 15m.
+	Retain time.Duration
+
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// OnPlan, when set, sees every non-empty plan before it is carried out.
+	// For tests and benchmarks.
+	OnPlan func(planner.Plan)
+	// CrashAfter, when set and returning true for an EC2 action name
+	// ("CreateNetworkInterface", ...), makes Run stop right after that call
+	// returns and before its result is recorded, as if the process died.
+	// For tests only.
+	CrashAfter func(action string) bool
+}
+
+func (c *Config) defaults() {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Interval <= 0 {
+		c.Interval = 2 * time.Second
+	}
+	if c.Settle <= 0 {
+		c.Settle = 50 * time.Millisecond
+	}
+	if c.Workers <= 0 {
+		c.Workers = 64
+	}
+	if c.FailureBackoff <= 0 {
+		c.FailureBackoff = 2 * time.Second
+	}
+	if c.StaleIntent <= 0 {
+		c.StaleIntent = time.Minute
+	}
+	if c.ReplayCreateWithin <= 0 {
+		c.ReplayCreateWithin = time.Hour
+	}
+	if c.ReleaseMargin <= 0 {
+		c.ReleaseMargin = 4
+	}
+	if c.ReleaseAfter <= 0 {
+		c.ReleaseAfter = 2 * time.Minute
+	}
+	if c.ReleaseTimeout <= 0 {
+		c.ReleaseTimeout = 5 * time.Minute
+	}
+	if c.Retain <= 0 {
+		c.Retain = 15 * time.Minute
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// ErrInjectedCrash is returned (wrapped) by Run when Config.CrashAfter fired.
+var ErrInjectedCrash = errors.New("injected crash")
+
+// Engine carries out plans while this broker leads. Its in-memory state is a
+// cache of etcd and EC2, rebuilt on every Run.
+type Engine struct {
+	cfg Config
+	log *slog.Logger
+	st  Store
+	ec2 EC2
+
+	mu    sync.Mutex
+	run   *runState
+	stats Stats
+	unmet map[string]error
+	types map[string]planner.Limits
+}
+
+// New returns an engine; call Run to start it.
+func New(cfg Config) *Engine {
+	cfg.defaults()
+	return &Engine{
+		cfg:   cfg,
+		log:   cfg.Logger.With("component", "executor"),
+		st:    newSerialStore(cfg.Store),
+		ec2:   cfg.EC2,
+		unmet: map[string]error{},
+		types: map[string]planner.Limits{},
+		stats: newStats(),
+	}
+}
+
+// Run resolves the open intents, then plans and carries out actions until
+// ctx ends (leadership lost or shutdown). It returns nil when ctx ends and an
+// error only when it cannot go on (or a test hook crashed it). Run must not
+// be called twice at once.
+func (e *Engine) Run(ctx context.Context) error {
+	if e.cfg.Cluster == "" || e.st == nil || e.ec2 == nil {
+		return fmt.Errorf("executor: config needs Cluster, Store and EC2")
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	rs := newRunState(cancel, e.cfg.Workers)
+	e.mu.Lock()
+	e.run = rs
+	e.mu.Unlock()
+
+	var wg sync.WaitGroup
+	for range e.cfg.Workers {
+		wg.Go(func() { e.work(ctx, rs) })
+	}
+
+	// Watch before resolving, so no change made meanwhile goes unseen.
+	wake := e.st.Watch(ctx)
+	if err := e.seedLedger(ctx, rs); err != nil && ctx.Err() == nil {
+		e.log.Warn("reading finished intents", "err", err)
+	}
+	if err := e.resolveAll(ctx, rs); err != nil && ctx.Err() == nil {
+		e.log.Warn("resolving open intents", "err", err)
+	}
+	tick := time.NewTicker(e.cfg.Interval)
+	defer tick.Stop()
+	var pruned time.Time
+	for ctx.Err() == nil {
+		if now := e.cfg.Now(); now.Sub(pruned) > e.cfg.Retain/10 {
+			pruned = now
+			e.prune(ctx, now)
+		}
+		if err := e.round(ctx, rs); err != nil && ctx.Err() == nil {
+			e.log.Warn("planning round", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+		case _, ok := <-wake:
+			if !ok {
+				continue
+			}
+			e.settle(ctx, wake)
+		case <-rs.kick:
+			e.settle(ctx, wake)
+		case <-tick.C:
+		}
+	}
+	wg.Wait()
+	if cause := context.Cause(ctx); errors.Is(cause, ErrInjectedCrash) {
+		return cause
+	}
+	return nil
+}
+
+// prune deletes finished intents and releases older than Retain.
+func (e *Engine) prune(ctx context.Context, now time.Time) {
+	if n, err := e.st.PruneIntents(ctx, now.Add(-e.cfg.Retain)); err != nil {
+		e.log.Warn("pruning intents", "err", err)
+	} else if n > 0 {
+		e.log.Debug("pruned intents", "count", n)
+	}
+	if _, err := e.st.PruneReleases(ctx, now.Add(-e.cfg.Retain)); err != nil {
+		e.log.Warn("pruning releases", "err", err)
+	}
+}
+
+// settle waits briefly for more changes so that they are planned together.
+func (e *Engine) settle(ctx context.Context, wake <-chan int64) {
+	t := time.NewTimer(e.cfg.Settle)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			return
+		case <-wake:
+		}
+	}
+}
+
+// crashAfter runs the CrashAfter hook after an EC2 call; when it fires, the
+// run is cancelled and the caller must record nothing.
+func (e *Engine) crashAfter(rs *runState, action string) bool {
+	if e.cfg.CrashAfter == nil || !e.cfg.CrashAfter(action) {
+		return false
+	}
+	rs.cancel(fmt.Errorf("executor: %w after %s", ErrInjectedCrash, action))
+	return true
+}
+
+// Unmet returns, per node, why its demand is not being met now: a
+// *store.BudgetError when its subnet's budget refused, or another error. The
+// server reports these to agents and allotctl.
+func (e *Engine) Unmet() map[string]error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make(map[string]error, len(e.unmet))
+	for k, v := range e.unmet {
+		out[k] = v
+	}
+	return out
+}

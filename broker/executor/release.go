@@ -1,0 +1,176 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/allotnet/allot/broker/planner"
+	"github.com/allotnet/allot/broker/store"
+)
+
+// proposeReleases proposes giving back addresses a node has held free
+// beyond its warm targets (plus the margin) for ReleaseAfter. A proposal
+// only asks: nothing is unassigned until the agent acknowledges it.
+func (e *Engine) proposeReleases(ctx context.Context, rs *runState, snap *snapshot, free func(string) bool, now time.Time) {
+	for _, n := range snap.nodes {
+		id := n.InstanceID
+		if !free(id) || len(snap.open[id]) > 0 {
+			continue
+		}
+		d := snap.demands[id]
+		u, ok := snap.usage[id]
+		if !ok || d.Pending > 0 || d.WarmShortfall > 0 || openRelease(snap.releases[id]) {
+			e.surplusSeen(rs, id, time.Time{})
+			continue
+		}
+		p := Surplus(n, snap.byNode[id], u, e.cfg.ReleaseMargin)
+		if p.Empty() {
+			e.surplusSeen(rs, id, time.Time{})
+			continue
+		}
+		since := e.surplusSeen(rs, id, now)
+		if now.Sub(since) < e.cfg.ReleaseAfter {
+			continue
+		}
+		r, err := e.st.ProposeRelease(ctx, store.Release{
+			InstanceID: id, ENIID: p.ENIID, State: store.ReleaseProposed,
+			Addresses: p.Addresses, Prefixes: p.Prefixes, CreatedAt: now,
+		})
+		if err != nil {
+			e.log.Warn("proposing release", "instance", id, "eni", p.ENIID, "err", err)
+			continue
+		}
+		e.surplusSeen(rs, id, time.Time{})
+		e.count(func(s *Stats) { s.Proposed++ })
+		e.log.Info("release proposed", "instance", id, "release", r.ID, "eni", p.ENIID,
+			"addresses", len(p.Addresses), "prefixes", len(p.Prefixes))
+	}
+}
+
+// surplusSeen records when a node's surplus was first seen (zero clears it)
+// and returns that time.
+func (e *Engine) surplusSeen(rs *runState, node string, now time.Time) time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if now.IsZero() {
+		delete(rs.surplus, node)
+		return now
+	}
+	since, ok := rs.surplus[node]
+	if !ok {
+		rs.surplus[node] = now
+		return now
+	}
+	return since
+}
+
+func openRelease(rels []store.Release) bool {
+	for _, r := range rels {
+		if r.State == store.ReleaseProposed || r.State == store.ReleaseAcked {
+			return true
+		}
+	}
+	return false
+}
+
+// carryOutRelease unassigns what the agent acknowledged, and nothing else:
+// only acked addresses still on the ENI, minus any the agent's latest usage
+// report says a pod holds (a contradiction is resolved towards keeping).
+// An ENI left with no address and no pod is then detached (and deleted once
+// EC2 reports it available).
+func (e *Engine) carryOutRelease(ctx context.Context, rs *runState, r store.Release, eni store.ENI, u store.Usage) error {
+	if eni.ID == "" {
+		if err := e.st.CancelRelease(ctx, r.ID); err != nil {
+			return fmt.Errorf("cancel release %s of a vanished ENI: %w", r.ID, err)
+		}
+		return nil
+	}
+	assigned := set(u.Assigned)
+	onENI, onENIP := set(eni.Addresses), set(eni.Prefixes)
+	var addrs, prefixes []string
+	for _, a := range r.AckedAddrs {
+		switch {
+		case assigned[a]:
+			e.log.Warn("acknowledged address is reported in use by a pod; kept", "instance", r.InstanceID, "address", a, "release", r.ID)
+		case onENI[a]:
+			addrs = append(addrs, a)
+		}
+	}
+	for _, p := range r.AckedPfx {
+		used, _ := prefixUse(p, assigned, nil)
+		switch {
+		case used > 0:
+			e.log.Warn("acknowledged prefix is reported in use by a pod; kept", "instance", r.InstanceID, "prefix", p, "release", r.ID)
+		case onENIP[p]:
+			prefixes = append(prefixes, p)
+		}
+	}
+	if len(addrs)+len(prefixes) > 0 {
+		in, err := e.begin(ctx, rs, store.Intent{
+			Kind: store.IntentUnassign, InstanceID: r.InstanceID, ENIID: eni.ID, SubnetID: eni.SubnetID,
+			Addresses: addrs, Prefixes: prefixes, ReleaseID: r.ID,
+		})
+		if err != nil {
+			return err
+		}
+		defer e.own(rs, in.ID, false)
+		err = e.ec2.UnassignAddresses(ctx, eni.ID, addrs, prefixes)
+		if e.crashAfter(rs, "UnassignPrivateIpAddresses") {
+			return errCrashed
+		}
+		if err != nil {
+			e.fail(ctx, in, err)
+			return fmt.Errorf("unassign %d addresses and %d prefixes from %s: %w", len(addrs), len(prefixes), eni.ID, err)
+		}
+		if err := e.st.CompleteUnassign(ctx, in.ID, eni.ID, addrs, prefixes); err != nil {
+			return fmt.Errorf("record unassign from %s: %w", eni.ID, err)
+		}
+		e.count(func(s *Stats) { s.Released += int64(len(addrs) + planner.PrefixSize*len(prefixes)) })
+	}
+	if err := e.st.FinishRelease(ctx, r.ID); err != nil {
+		return fmt.Errorf("finish release %s: %w", r.ID, err)
+	}
+	e.log.Info("release carried out", "instance", r.InstanceID, "release", r.ID, "eni", eni.ID,
+		"addresses", len(addrs), "prefixes", len(prefixes))
+	left := minus(eni.Addresses, addrs)
+	leftP := minus(eni.Prefixes, prefixes)
+	if eni.Primary || len(left)+len(leftP) > 0 || assigned[eni.PrimaryIP] {
+		return nil
+	}
+	return e.detach(ctx, rs, eni)
+}
+
+// detach detaches an ENI that holds no address; deleteDetached removes it
+// once EC2 has finished detaching.
+func (e *Engine) detach(ctx context.Context, rs *runState, eni store.ENI) error {
+	x, found, err := e.describeOne(ctx, eni.ID)
+	if err != nil {
+		return err
+	}
+	if !found {
+		return e.forget(ctx, rs, eni, "emptied ENI no longer exists in EC2")
+	}
+	in, err := e.begin(ctx, rs, store.Intent{
+		Kind: store.IntentDetach, InstanceID: eni.InstanceID, ENIID: eni.ID, SubnetID: eni.SubnetID,
+	})
+	if err != nil {
+		return err
+	}
+	defer e.own(rs, in.ID, false)
+	if x.AttachmentID != "" {
+		err = e.ec2.DetachENI(ctx, x.AttachmentID, false)
+		if e.crashAfter(rs, "DetachNetworkInterface") {
+			return errCrashed
+		}
+		if err != nil {
+			e.fail(ctx, in, err)
+			return fmt.Errorf("detach empty ENI %s: %w", eni.ID, err)
+		}
+	}
+	if err := e.st.CompleteDetach(ctx, in.ID, eni.ID); err != nil {
+		return fmt.Errorf("record detach of %s: %w", eni.ID, err)
+	}
+	e.log.Info("empty ENI detached", "instance", eni.InstanceID, "eni", eni.ID)
+	return nil
+}

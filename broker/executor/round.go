@@ -1,0 +1,296 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/allotnet/allot/broker/planner"
+	"github.com/allotnet/allot/broker/store"
+)
+
+// Task kinds, as counted in Stats.
+const (
+	kindCreateAttach = "create-attach"
+	kindAssign       = "assign"
+	kindResumeAttach = "resume-attach"
+	kindUnassign     = "unassign"
+	kindDelete       = "delete"
+	kindResolve      = "resolve"
+)
+
+// round reads etcd, fills in what it lacks from EC2, queues upkeep and
+// planned actions for idle nodes, and proposes releases.
+func (e *Engine) round(ctx context.Context, rs *runState) error {
+	e.count(func(s *Stats) { s.Rounds++ })
+	// A node busy when the read starts may change under the read; only
+	// nodes idle both before and after it are planned from it.
+	busyBefore := e.busyNodes(rs)
+	snap, err := e.load(ctx)
+	if err != nil {
+		return err
+	}
+	changed, infoErr := e.ensureInfo(ctx, rs, snap)
+	if infoErr != nil {
+		e.log.Warn("describing node info", "err", infoErr)
+	}
+	if changed {
+		if snap, err = e.load(ctx); err != nil {
+			return err
+		}
+	}
+	now := e.cfg.Now()
+	free := func(node string) bool { return !busyBefore[node] && e.idle(rs, node, now) }
+	held := e.upkeep(ctx, rs, snap, free, now)
+	e.plan(rs, snap, func(n string) bool { return free(n) && !held[n] }, now)
+	e.proposeReleases(ctx, rs, snap, func(n string) bool { return free(n) && !held[n] }, now)
+	return nil
+}
+
+func (e *Engine) busyNodes(rs *runState) map[string]bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make(map[string]bool, len(rs.busy))
+	for n := range rs.busy {
+		out[n] = true
+	}
+	return out
+}
+
+// upkeep queues the work that must finish before a node is planned again:
+// intents left open, ENIs created but not attached, ENIs detached but not
+// deleted, and acknowledged releases. It returns the nodes it held back.
+func (e *Engine) upkeep(ctx context.Context, rs *runState, snap *snapshot, free func(string) bool, now time.Time) map[string]bool {
+	held := map[string]bool{}
+	for node, open := range snap.open {
+		held[node] = true
+		var stale []store.Intent
+		for _, in := range open {
+			if e.resolvable(rs, in, now) {
+				stale = append(stale, in)
+			}
+		}
+		if len(stale) == 0 || !free(node) {
+			continue
+		}
+		e.schedule(rs, node, kindResolve, false, func(ctx context.Context) error {
+			return e.resolveIntents(ctx, rs, stale)
+		})
+	}
+	for _, n := range snap.nodes {
+		id := n.InstanceID
+		if held[id] {
+			continue
+		}
+		for _, x := range snap.byNode[id] {
+			switch {
+			case x.Primary || snap.openENI[x.ID]:
+			case x.Status == store.ENICreated:
+				held[id] = true
+				if free(id) {
+					eni := x
+					e.schedule(rs, id, kindResumeAttach, false, func(ctx context.Context) error {
+						return e.resumeAttach(ctx, rs, eni)
+					})
+				}
+			case x.Status == store.ENIDetached:
+				held[id] = true
+				if free(id) {
+					eni := x
+					e.schedule(rs, id, kindDelete, false, func(ctx context.Context) error {
+						return e.deleteDetached(ctx, rs, eni)
+					})
+				}
+			}
+		}
+		if held[id] {
+			continue
+		}
+		for _, r := range snap.releases[id] {
+			switch {
+			case r.State == store.ReleaseAcked:
+				held[id] = true
+				if free(id) {
+					rel, usage, eni := r, snap.usage[id], snap.enis[r.ENIID]
+					e.schedule(rs, id, kindUnassign, false, func(ctx context.Context) error {
+						return e.carryOutRelease(ctx, rs, rel, eni, usage)
+					})
+				}
+			case r.State == store.ReleaseProposed && now.Sub(r.CreatedAt) > e.cfg.ReleaseTimeout:
+				if err := e.st.CancelRelease(ctx, r.ID); err != nil {
+					e.log.Warn("cancelling unacknowledged release", "instance", id, "release", r.ID, "err", err)
+					continue
+				}
+				e.count(func(s *Stats) { s.Cancelled++ })
+				e.log.Info("release not acknowledged in time; cancelled", "instance", id, "release", r.ID)
+			}
+		}
+	}
+	return held
+}
+
+// plan runs the planner over the idle nodes with demand and queues its
+// actions.
+func (e *Engine) plan(rs *runState, snap *snapshot, free func(string) bool, now time.Time) {
+	var nodes []planner.Node
+	for _, n := range snap.nodes {
+		id := n.InstanceID
+		d := snap.demands[id]
+		if d.Pending+d.WarmShortfall <= 0 {
+			e.setUnmet(rs, id, nil)
+			continue
+		}
+		if !free(id) {
+			continue
+		}
+		pn, why := e.plannerNode(rs, snap, n, d)
+		if why != "" {
+			e.setUnmet(rs, id, errors.New(why))
+			continue
+		}
+		if pn.Pending+pn.WarmShortfall <= pn.InFlight {
+			e.setUnmet(rs, id, nil)
+			continue
+		}
+		nodes = append(nodes, pn)
+	}
+	if len(nodes) == 0 {
+		return
+	}
+	budgets := planner.Budgets{}
+	for id, sn := range snap.subnets {
+		budgets[id] = sn.Available()
+	}
+	p := planner.Make(nodes, budgets)
+	for _, pn := range nodes {
+		sf, ok := p.Unmet[pn.InstanceID]
+		if !ok {
+			e.setUnmet(rs, pn.InstanceID, nil)
+			continue
+		}
+		e.setUnmet(rs, pn.InstanceID, unmetError(pn, sf, snap.subnets[pn.SubnetID]))
+	}
+	if len(p.Actions) == 0 {
+		return
+	}
+	e.count(func(s *Stats) { s.Plans++ })
+	if e.cfg.OnPlan != nil {
+		e.cfg.OnPlan(p)
+	}
+	for _, a := range p.Actions {
+		n := snap.node[a.InstanceID]
+		switch a.Kind {
+		case planner.CreateAttach:
+			e.schedule(rs, a.InstanceID, kindCreateAttach, a.Urgent, func(ctx context.Context) error {
+				return e.createAttach(ctx, rs, a, n)
+			})
+		case planner.Assign:
+			eni := snap.enis[a.ENIID]
+			e.schedule(rs, a.InstanceID, kindAssign, a.Urgent, func(ctx context.Context) error {
+				return e.assign(ctx, rs, a, eni)
+			})
+		default:
+			e.log.Error("planner returned an unknown action", "kind", a.Kind.String(), "instance", a.InstanceID)
+		}
+	}
+}
+
+// plannerNode builds the planner's view of one node, or says what is
+// missing for it.
+func (e *Engine) plannerNode(rs *runState, snap *snapshot, n store.Node, d store.Demand) (planner.Node, string) {
+	lim, ok := e.limits(n)
+	if !ok {
+		return planner.Node{}, fmt.Sprintf("instance type %q limits unknown", n.InstanceType)
+	}
+	if n.SubnetID == "" {
+		return planner.Node{}, "node has no subnet"
+	}
+	if _, ok := snap.subnets[n.SubnetID]; !ok {
+		return planner.Node{}, fmt.Sprintf("subnet %s not yet known", n.SubnetID)
+	}
+	if _, ok := snap.primary(n.InstanceID); !ok {
+		return planner.Node{}, "primary ENI not yet known"
+	}
+	pn := planner.Node{
+		InstanceID:     n.InstanceID,
+		SubnetID:       n.SubnetID,
+		SecurityGroups: n.SecurityGroups,
+		Mode:           mode(n.Mode),
+		Limits:         lim,
+		MaxENIs:        n.MaxENIs,
+		Pending:        d.Pending,
+		WarmShortfall:  d.WarmShortfall,
+		InFlight:       e.deliveredSince(rs, n.InstanceID, d.UpdatedAt),
+	}
+	for _, x := range snap.byNode[n.InstanceID] {
+		if !x.Primary && x.Status != store.ENIAttached {
+			continue
+		}
+		pn.ENIs = append(pn.ENIs, planner.ENI{
+			ID:          x.ID,
+			DeviceIndex: x.DeviceIndex,
+			SubnetID:    x.SubnetID,
+			Primary:     x.Primary,
+			Secondary:   len(x.Addresses),
+			Prefixes:    len(x.Prefixes),
+		})
+	}
+	return pn, ""
+}
+
+func mode(m string) planner.Mode {
+	if strings.EqualFold(m, "prefix") {
+		return planner.Prefix
+	}
+	return planner.SecondaryIP
+}
+
+// unmetError turns the planner's shortfall into the error agents and
+// operators see.
+func unmetError(n planner.Node, sf planner.Shortfall, sn store.Subnet) error {
+	switch sf.Reason {
+	case planner.BudgetExhausted:
+		return &store.BudgetError{SubnetID: n.SubnetID, Limit: sn.Limit(), Use: sn.Attached + sn.Reserved, Requested: int64(sf.Addresses)}
+	case planner.NodeFull:
+		return fmt.Errorf("node %s is full: %d addresses short (max %d ENIs of %d addresses)",
+			n.InstanceID, sf.Addresses, n.Limits.MaxENIs, n.Limits.IPv4PerENI)
+	case planner.NodeBusy:
+		return fmt.Errorf("node %s: %d addresses wait for an ENI being attached", n.InstanceID, sf.Addresses)
+	}
+	return fmt.Errorf("node %s: %d addresses short", n.InstanceID, sf.Addresses)
+}
+
+// setUnmet records (nil: clears) why a node's demand is unmet, logging each
+// new reason once.
+func (e *Engine) setUnmet(rs *runState, node string, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err == nil {
+		delete(e.unmet, node)
+		delete(rs.reported, node)
+		return
+	}
+	e.unmet[node] = err
+	key := reasonKey(err)
+	if rs.reported[node] == key {
+		return
+	}
+	rs.reported[node] = key
+	var be *store.BudgetError
+	if errors.As(err, &be) {
+		e.log.Warn("demand unmet: subnet budget exhausted", "instance", node, "subnet", be.SubnetID,
+			"limit", be.Limit, "use", be.Use, "requested", be.Requested)
+		return
+	}
+	e.log.Info("demand unmet", "instance", node, "reason", err)
+}
+
+func reasonKey(err error) string {
+	var be *store.BudgetError
+	if errors.As(err, &be) {
+		return "budget:" + be.SubnetID
+	}
+	return err.Error()
+}

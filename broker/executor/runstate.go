@@ -1,0 +1,176 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// runState is what one Run keeps in memory. All of it can be lost: it only
+// says which work this process has under way, so nothing is planned twice,
+// and which addresses it delivered since each node last stated its demand.
+type runState struct {
+	cancel context.CancelCauseFunc
+	q      *queue
+	kick   chan struct{}
+
+	// The fields below are guarded by Engine.mu.
+	busy     map[string]int  // node -> tasks queued or running
+	mine     map[string]bool // open intents owned by a running task
+	ledger   map[string][]delivery
+	backoff  map[string]backoff   // node -> left alone until
+	surplus  map[string]time.Time // node -> first seen with a surplus
+	reported map[string]string    // node -> last unmet reason logged
+	retry    map[string]time.Time // describe that failed -> not again before
+	started  time.Time
+}
+
+// delivery is addresses added to a node at a time, keyed by the ENI or
+// intent that added them so a failed attach can take them back.
+type delivery struct {
+	at  time.Time
+	n   int
+	key string
+}
+
+type backoff struct {
+	until    time.Time
+	failures int
+}
+
+func newRunState(cancel context.CancelCauseFunc, workers int) *runState {
+	return &runState{
+		cancel:   cancel,
+		q:        newQueue(),
+		kick:     make(chan struct{}, 1),
+		busy:     map[string]int{},
+		mine:     map[string]bool{},
+		ledger:   map[string][]delivery{},
+		backoff:  map[string]backoff{},
+		surplus:  map[string]time.Time{},
+		reported: map[string]string{},
+		retry:    map[string]time.Time{},
+	}
+}
+
+// work runs tasks until ctx ends.
+func (e *Engine) work(ctx context.Context, rs *runState) {
+	for {
+		t, ok := rs.q.pop(ctx)
+		if !ok {
+			return
+		}
+		e.count(func(s *Stats) { s.Started[t.kind]++ })
+		err := t.fn(ctx)
+		now := e.cfg.Now()
+		e.mu.Lock()
+		switch {
+		case ctx.Err() != nil:
+		case errors.Is(err, errWait):
+			rs.backoff[t.node] = backoff{until: now.Add(e.cfg.FailureBackoff)}
+		case err != nil:
+			e.stats.Failed[t.kind]++
+			b := rs.backoff[t.node]
+			b.failures++
+			d := e.cfg.FailureBackoff << min(b.failures-1, 4)
+			b.until = now.Add(d)
+			rs.backoff[t.node] = b
+		default:
+			e.stats.Done[t.kind]++
+			delete(rs.backoff, t.node)
+		}
+		rs.busy[t.node]--
+		if rs.busy[t.node] <= 0 {
+			delete(rs.busy, t.node)
+		}
+		e.mu.Unlock()
+		if err != nil && ctx.Err() == nil && !errors.Is(err, errWait) {
+			e.log.Warn("task failed", "instance", t.node, "task", t.kind, "err", err)
+		}
+		select {
+		case rs.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// schedule queues fn as a task for node; the node counts as busy (and is
+// not planned for) until the task ends.
+func (e *Engine) schedule(rs *runState, node, kind string, urgent bool, fn func(ctx context.Context) error) {
+	e.mu.Lock()
+	rs.busy[node]++
+	e.mu.Unlock()
+	rs.q.push(&task{node: node, kind: kind, urgent: urgent, fn: fn})
+}
+
+// idle reports whether node has no task and is not backing off.
+func (e *Engine) idle(rs *runState, node string, now time.Time) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return rs.busy[node] == 0 && !now.Before(rs.backoff[node].until)
+}
+
+// own marks an intent as held by a running task (or releases it), so the
+// round does not try to resolve it meanwhile.
+func (e *Engine) own(rs *runState, intentID string, mine bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if mine {
+		rs.mine[intentID] = true
+	} else {
+		delete(rs.mine, intentID)
+	}
+}
+
+// deliver records n addresses added to node at time at.
+func (e *Engine) deliver(rs *runState, node, key string, n int, at time.Time) {
+	e.remember(rs, node, key, n, at)
+	e.count(func(s *Stats) { s.Delivered += int64(n) })
+}
+
+// remember records a delivery without counting it (one a previous leader
+// made).
+func (e *Engine) remember(rs *runState, node, key string, n int, at time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	rs.ledger[node] = append(rs.ledger[node], delivery{at: at, n: n, key: key})
+}
+
+// undeliver takes back a delivery whose ENI was deleted before it reached
+// the node.
+func (e *Engine) undeliver(rs *runState, node, key string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ds := rs.ledger[node]
+	for i, d := range ds {
+		if d.key == key {
+			rs.ledger[node] = append(ds[:i:i], ds[i+1:]...)
+			e.stats.Delivered -= int64(d.n)
+			return
+		}
+	}
+}
+
+// deliveredSince returns the addresses delivered to node after its demand
+// was stated at t: the agent did not know of them when it computed that
+// demand, so they count against it until it states a new one. Older
+// deliveries are forgotten.
+func (e *Engine) deliveredSince(rs *runState, node string, t time.Time) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ds := rs.ledger[node]
+	kept := ds[:0]
+	n := 0
+	for _, d := range ds {
+		if d.at.After(t) {
+			kept = append(kept, d)
+			n += d.n
+		}
+	}
+	if len(kept) == 0 {
+		delete(rs.ledger, node)
+	} else {
+		rs.ledger[node] = kept
+	}
+	return n
+}

@@ -1,0 +1,95 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/allotnet/allot/broker/store"
+)
+
+// snapshot is one read of the engine's etcd state, indexed for a round.
+type snapshot struct {
+	nodes    []store.Node // sorted by instance ID
+	node     map[string]store.Node
+	demands  map[string]store.Demand
+	usage    map[string]store.Usage
+	enis     map[string]store.ENI   // by ENI ID
+	byNode   map[string][]store.ENI // by instance, sorted by device index
+	subnets  map[string]store.Subnet
+	open     map[string][]store.Intent // open intents by instance ("" for none)
+	openENI  map[string]bool           // ENI IDs that an open intent names
+	releases map[string][]store.Release
+}
+
+func (e *Engine) load(ctx context.Context) (*snapshot, error) {
+	s := &snapshot{
+		node:     map[string]store.Node{},
+		enis:     map[string]store.ENI{},
+		byNode:   map[string][]store.ENI{},
+		subnets:  map[string]store.Subnet{},
+		open:     map[string][]store.Intent{},
+		openENI:  map[string]bool{},
+		releases: map[string][]store.Release{},
+	}
+	var err error
+	if s.nodes, err = e.st.ListNodes(ctx); err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	sort.Slice(s.nodes, func(i, j int) bool { return s.nodes[i].InstanceID < s.nodes[j].InstanceID })
+	for _, n := range s.nodes {
+		s.node[n.InstanceID] = n
+	}
+	if s.demands, err = e.st.ListDemands(ctx); err != nil {
+		return nil, fmt.Errorf("list demands: %w", err)
+	}
+	if s.usage, err = e.st.ListUsage(ctx); err != nil {
+		return nil, fmt.Errorf("list usage: %w", err)
+	}
+	enis, err := e.st.ListENIs(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list enis: %w", err)
+	}
+	for _, x := range enis {
+		s.enis[x.ID] = x
+		s.byNode[x.InstanceID] = append(s.byNode[x.InstanceID], x)
+	}
+	for _, l := range s.byNode {
+		sort.Slice(l, func(i, j int) bool { return l[i].DeviceIndex < l[j].DeviceIndex })
+	}
+	subnets, err := e.st.ListSubnets(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list subnets: %w", err)
+	}
+	for _, sn := range subnets {
+		s.subnets[sn.ID] = sn
+	}
+	open, err := e.st.ListOpenIntents(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list open intents: %w", err)
+	}
+	for _, in := range open {
+		s.open[in.InstanceID] = append(s.open[in.InstanceID], in)
+		if in.ENIID != "" {
+			s.openENI[in.ENIID] = true
+		}
+	}
+	rels, err := e.st.ListReleases(ctx, "")
+	if err != nil {
+		return nil, fmt.Errorf("list releases: %w", err)
+	}
+	for _, r := range rels {
+		s.releases[r.InstanceID] = append(s.releases[r.InstanceID], r)
+	}
+	return s, nil
+}
+
+// primary returns the node's primary ENI record, if recorded.
+func (s *snapshot) primary(instance string) (store.ENI, bool) {
+	for _, x := range s.byNode[instance] {
+		if x.Primary {
+			return x, true
+		}
+	}
+	return store.ENI{}, false
+}

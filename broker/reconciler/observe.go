@@ -1,0 +1,288 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/allotnet/allot/broker/ec2client"
+	"github.com/allotnet/allot/broker/executor"
+	"github.com/allotnet/allot/broker/store"
+)
+
+// observation is one read of EC2 and then of etcd. EC2 is read first: an
+// ENI created meanwhile is then already claimed in etcd, by an open create
+// intent or by its record, when etcd is read.
+type observation struct {
+	at      time.Time
+	cluster string
+
+	tagged    map[string]ec2client.ENIInfo // ENIs with our cluster and owner tags
+	described map[string]ec2client.ENIInfo // recorded ENIs found by ID (untagged ones, primaries)
+	instances map[string]ec2client.InstanceInfo
+	subnetsEC map[string]ec2client.SubnetInfo
+
+	records  map[string]store.ENI
+	nodes    []store.Node
+	subnets  []store.Subnet
+	open     []store.Intent
+	claimed  map[string]bool // ENI IDs an open intent names
+	tokens   map[string]bool // client tokens of open create intents
+	openNode map[string]bool // nodes with an open intent
+}
+
+func (r *Reconciler) observe(ctx context.Context) (*observation, error) {
+	o := &observation{
+		at: r.cfg.Now(), cluster: r.cfg.Cluster,
+		tagged: map[string]ec2client.ENIInfo{}, described: map[string]ec2client.ENIInfo{},
+		instances: map[string]ec2client.InstanceInfo{}, subnetsEC: map[string]ec2client.SubnetInfo{},
+		records: map[string]store.ENI{}, claimed: map[string]bool{}, tokens: map[string]bool{},
+		openNode: map[string]bool{},
+	}
+	ours, err := r.cfg.EC2.DescribeENIs(ctx, ec2client.DescribeENIsInput{
+		Tags: map[string]string{ec2client.TagCluster: r.cfg.Cluster, ec2client.TagOwner: ec2client.OwnerValue},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("describe our ENIs: %w", err)
+	}
+	for _, x := range ours {
+		o.tagged[x.ID] = x
+	}
+
+	recs, err := r.cfg.Store.ListENIs(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list ENI records: %w", err)
+	}
+	for _, e := range recs {
+		o.records[e.ID] = e
+	}
+	if o.nodes, err = r.cfg.Store.ListNodes(ctx); err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	if o.subnets, err = r.cfg.Store.ListSubnets(ctx); err != nil {
+		return nil, fmt.Errorf("list subnets: %w", err)
+	}
+	if o.open, err = r.cfg.Store.ListOpenIntents(ctx); err != nil {
+		return nil, fmt.Errorf("list open intents: %w", err)
+	}
+	for _, in := range o.open {
+		o.openNode[in.InstanceID] = true
+		if in.ENIID != "" {
+			o.claimed[in.ENIID] = true
+		}
+		if in.Kind == store.IntentCreate {
+			o.tokens[in.ClientToken] = true
+			o.tokens[in.ID] = true
+		}
+	}
+
+	// Records EC2 did not list under our tags: primaries, and anything
+	// whose tags were lost or that is gone. Describe them by ID (an ID that
+	// does not exist is simply absent).
+	var ids []string
+	for id := range o.records {
+		if _, ok := o.tagged[id]; !ok {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) > 0 {
+		sort.Strings(ids)
+		xs, err := r.cfg.EC2.DescribeENIs(ctx, ec2client.DescribeENIsInput{IDs: ids})
+		if err != nil {
+			return nil, fmt.Errorf("describe recorded ENIs: %w", err)
+		}
+		for _, x := range xs {
+			o.described[x.ID] = x
+		}
+	}
+
+	if len(o.nodes) > 0 {
+		nodeIDs := make([]string, len(o.nodes))
+		for i, n := range o.nodes {
+			nodeIDs[i] = n.InstanceID
+		}
+		insts, err := r.cfg.EC2.DescribeInstances(ctx, nodeIDs)
+		if err != nil {
+			return nil, fmt.Errorf("describe instances: %w", err)
+		}
+		for _, i := range insts {
+			o.instances[i.ID] = i
+		}
+	}
+	if len(o.subnets) > 0 {
+		subIDs := make([]string, len(o.subnets))
+		for i, s := range o.subnets {
+			subIDs[i] = s.ID
+		}
+		sns, err := r.cfg.EC2.DescribeSubnets(ctx, subIDs)
+		if err != nil {
+			return nil, fmt.Errorf("describe subnets: %w", err)
+		}
+		for _, s := range sns {
+			o.subnetsEC[s.ID] = s
+		}
+	}
+	return o, nil
+}
+
+// inEC2 returns what EC2 showed of an ENI, by tag or by ID.
+func (o *observation) inEC2(id string) (ec2client.ENIInfo, bool) {
+	if x, ok := o.tagged[id]; ok {
+		return x, true
+	}
+	x, ok := o.described[id]
+	return x, ok
+}
+
+// isLeak reports whether a tagged ENI has neither a record nor an open
+// intent that claims it (by ID or by the client token it carries).
+func (o *observation) isLeak(x ec2client.ENIInfo) bool {
+	if _, ok := o.records[x.ID]; ok || o.claimed[x.ID] {
+		return false
+	}
+	if tok := x.Tags[executor.TagClientToken]; tok != "" && o.tokens[tok] {
+		return false
+	}
+	return true
+}
+
+// gone reports whether EC2 says the node's instance no longer exists.
+func (o *observation) gone(instanceID string) (bool, string) {
+	i, ok := o.instances[instanceID]
+	switch {
+	case !ok:
+		return true, "EC2 does not know the instance"
+	case i.State == "terminated":
+		return true, "EC2 reports the instance terminated"
+	}
+	return false, ""
+}
+
+// usedByOthers is what EC2's free count implies the subnet's other users
+// hold: usable - available - ours.
+func usedByOthers(sn store.Subnet, x ec2client.SubnetInfo) int64 {
+	return max(sn.Usable-x.Available-sn.Attached, 0)
+}
+
+// report lists every disagreement, each with Action reported.
+func (o *observation) report() Report {
+	rep := Report{At: o.at, ENIsInEC2: len(o.tagged), ENIsInEtcd: len(o.records)}
+	add := func(f Finding) {
+		f.Action = ActionReported
+		rep.Findings = append(rep.Findings, f)
+	}
+	for _, id := range sortedKeys(o.tagged) {
+		x := o.tagged[id]
+		if o.isLeak(x) {
+			add(Finding{Kind: KindLeakedENI, ENIID: id, InstanceID: x.Tags[ec2client.TagInstanceID], SubnetID: x.SubnetID,
+				Detail: fmt.Sprintf("ENI with our tags (status %s, created %s) has no record and no open intent",
+					x.Status, x.Tags[ec2client.TagCreatedAt])})
+		}
+	}
+	for _, id := range sortedKeys(o.records) {
+		rec := o.records[id]
+		if o.claimed[id] {
+			continue // an EC2 call on it is in flight; judged on a later pass
+		}
+		x, ok := o.inEC2(id)
+		if !ok {
+			add(Finding{Kind: KindMissingENI, ENIID: id, InstanceID: rec.InstanceID, SubnetID: rec.SubnetID,
+				Detail: fmt.Sprintf("recorded %s ENI (status %s) does not exist in EC2", role(rec), rec.Status)})
+			continue
+		}
+		if _, tagged := o.tagged[id]; !tagged && !rec.Primary {
+			add(Finding{Kind: KindUntaggedENI, ENIID: id, InstanceID: rec.InstanceID, SubnetID: rec.SubnetID,
+				Detail: "recorded ENI lacks the cluster/owner tags: leak collection would not recognise it"})
+		}
+		if d := addressDrift(rec, x); d != "" {
+			add(Finding{Kind: KindAddressDrift, ENIID: id, InstanceID: rec.InstanceID, SubnetID: rec.SubnetID, Detail: d})
+		}
+		if d := attachmentDrift(rec, x); d != "" {
+			add(Finding{Kind: KindAttachmentDrift, ENIID: id, InstanceID: rec.InstanceID, SubnetID: rec.SubnetID, Detail: d})
+		}
+	}
+	for _, n := range o.nodes {
+		if g, why := o.gone(n.InstanceID); g {
+			add(Finding{Kind: KindInstanceGone, InstanceID: n.InstanceID, SubnetID: n.SubnetID, Detail: why})
+		}
+	}
+	for _, sn := range o.subnets {
+		x, ok := o.subnetsEC[sn.ID]
+		if !ok {
+			add(Finding{Kind: KindSubnetUse, SubnetID: sn.ID, Detail: "EC2 does not show the subnet"})
+			continue
+		}
+		if u := usedByOthers(sn, x); u != sn.UsedByOthers {
+			add(Finding{Kind: KindSubnetUse, SubnetID: sn.ID, Detail: fmt.Sprintf(
+				"recorded used by others %d; EC2 implies %d (usable %d, available %d, ours %d, reserved %d)",
+				sn.UsedByOthers, u, sn.Usable, x.Available, sn.Attached, sn.Reserved)})
+		}
+	}
+	return rep
+}
+
+func role(e store.ENI) string {
+	if e.Primary {
+		return "primary"
+	}
+	return "secondary"
+}
+
+// addressDrift describes how an ENI's addresses differ, or "".
+func addressDrift(rec store.ENI, x ec2client.ENIInfo) string {
+	var parts []string
+	if l := minus(x.Addresses, rec.Addresses); len(l) > 0 {
+		parts = append(parts, fmt.Sprintf("EC2 has addresses etcd lacks: %s", strings.Join(l, ",")))
+	}
+	if l := minus(rec.Addresses, x.Addresses); len(l) > 0 {
+		parts = append(parts, fmt.Sprintf("etcd has addresses EC2 lacks: %s", strings.Join(l, ",")))
+	}
+	if l := minus(x.Prefixes, rec.Prefixes); len(l) > 0 {
+		parts = append(parts, fmt.Sprintf("EC2 has prefixes etcd lacks: %s", strings.Join(l, ",")))
+	}
+	if l := minus(rec.Prefixes, x.Prefixes); len(l) > 0 {
+		parts = append(parts, fmt.Sprintf("etcd has prefixes EC2 lacks: %s", strings.Join(l, ",")))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// attachmentDrift describes how an ENI's attachment differs, or "".
+func attachmentDrift(rec store.ENI, x ec2client.ENIInfo) string {
+	attached := x.AttachmentID != "" && x.Status != "detaching"
+	switch rec.Status {
+	case store.ENIAttached:
+		if !attached || x.InstanceID != rec.InstanceID {
+			return fmt.Sprintf("recorded attached to %s; EC2 says status %s, instance %q", rec.InstanceID, x.Status, x.InstanceID)
+		}
+		if x.DeviceIndex != rec.DeviceIndex {
+			return fmt.Sprintf("recorded at device index %d; EC2 says %d", rec.DeviceIndex, x.DeviceIndex)
+		}
+	case store.ENICreated, store.ENIDetached:
+		if attached {
+			return fmt.Sprintf("recorded %s; EC2 says attached to %q", rec.Status, x.InstanceID)
+		}
+	}
+	return ""
+}
+
+func minus(a, b []string) []string {
+	var out []string
+	for _, s := range a {
+		if !slices.Contains(b, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

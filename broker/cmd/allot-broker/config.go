@@ -1,0 +1,102 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+)
+
+// config is everything the broker is told on its command line; main builds
+// it and passes it down, nothing else reads flags or the environment.
+type config struct {
+	name    string
+	cluster string
+	listen  string
+
+	// etcd: external endpoints (with optional TLS), or embedded in dataDir.
+	etcdEndpoints []string
+	etcdCACert    string
+	etcdCert      string
+	etcdKey       string
+	dataDir       string
+
+	ec2Region   string
+	ec2Endpoint string
+	// bucketShare is the fraction of each EC2 token bucket allot may use.
+	bucketShare float64
+	// timeScale speeds the broker's clocks up to match a simulation's.
+	timeScale float64
+
+	electionTTL     time.Duration
+	nodeTTL         time.Duration
+	shutdownTimeout time.Duration
+	logLevel        slog.Level
+
+	// gRPC TLS: a certificate makes it TLS; a client CA makes it mutual.
+	tlsCert     string
+	tlsKey      string
+	tlsClientCA string
+}
+
+// parseFlags builds the config from args.
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	host, _ := os.Hostname()
+	c := config{}
+	fs := flag.NewFlagSet("allot-broker", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.name, "name", host, "this replica's name in leader election and status")
+	fs.StringVar(&c.cluster, "cluster", "default", "cluster name: the etcd key prefix and the allot.dev/cluster tag on ENIs")
+	fs.StringVar(&c.listen, "listen", "127.0.0.1:7600", "gRPC listen address")
+	endpoints := fs.String("etcd-endpoints", "", "comma-separated external etcd endpoints; empty runs an embedded etcd in --data-dir")
+	fs.StringVar(&c.etcdCACert, "etcd-cacert", "", "CA bundle to verify etcd's TLS certificates")
+	fs.StringVar(&c.etcdCert, "etcd-cert", "", "client certificate for etcd")
+	fs.StringVar(&c.etcdKey, "etcd-key", "", "client key for etcd")
+	fs.StringVar(&c.dataDir, "data-dir", "/var/lib/allot-broker", "data directory of the embedded etcd")
+	fs.StringVar(&c.ec2Region, "ec2-region", "us-east-1", "EC2 region")
+	fs.StringVar(&c.ec2Endpoint, "ec2-endpoint", "", "EC2 endpoint override (e.g. awssim's URL); static test credentials are used with it")
+	fs.Float64Var(&c.bucketShare, "bucket-share", 0.5, "fraction (0,1] of each EC2 request bucket this broker may use; leave room for other tools")
+	fs.Float64Var(&c.timeScale, "time-scale", 1, "simulated seconds per real second, matching awssim's --time-scale")
+	fs.DurationVar(&c.electionTTL, "election-ttl", 10*time.Second, "leader session TTL: how long a dead leader keeps the lead")
+	fs.DurationVar(&c.nodeTTL, "node-ttl", 30*time.Second, "how long a node counts as alive after its last heartbeat")
+	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight calls may run after SIGTERM")
+	level := fs.String("log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.tlsCert, "tls-cert", "", "server certificate for gRPC (plaintext if empty)")
+	fs.StringVar(&c.tlsKey, "tls-key", "", "server key for gRPC")
+	fs.StringVar(&c.tlsClientCA, "tls-client-ca", "", "CA bundle agents' client certificates must chain to (mutual TLS)")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	for _, e := range strings.Split(*endpoints, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			c.etcdEndpoints = append(c.etcdEndpoints, e)
+		}
+	}
+	if err := c.logLevel.UnmarshalText([]byte(*level)); err != nil {
+		return c, fmt.Errorf("--log-level %q: %w", *level, err)
+	}
+	switch {
+	case c.name == "":
+		return c, errors.New("--name is required (no hostname to default to)")
+	case c.bucketShare <= 0 || c.bucketShare > 1:
+		return c, fmt.Errorf("--bucket-share %g: want a fraction in (0, 1]", c.bucketShare)
+	case c.timeScale <= 0:
+		return c, fmt.Errorf("--time-scale %g: want a positive number", c.timeScale)
+	case c.electionTTL < time.Second:
+		return c, fmt.Errorf("--election-ttl %s: want at least 1s", c.electionTTL)
+	case (c.tlsCert == "") != (c.tlsKey == ""):
+		return c, errors.New("--tls-cert and --tls-key go together")
+	case c.tlsClientCA != "" && c.tlsCert == "":
+		return c, errors.New("--tls-client-ca needs --tls-cert and --tls-key")
+	case len(c.etcdEndpoints) == 0 && (c.etcdCACert != "" || c.etcdCert != ""):
+		return c, errors.New("--etcd-cacert/--etcd-cert are for external etcd; set --etcd-endpoints")
+	}
+	return c, nil
+}

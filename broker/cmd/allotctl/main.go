@@ -1,0 +1,167 @@
+// Command allotctl is the operator's view of an allot broker: subnet
+// budgets, nodes, ENIs and cluster status, and setting a subnet budget.
+//
+//	allotctl [--broker host:port] budgets [-o json]
+//	allotctl budget get <subnet-id> [-o json]
+//	allotctl budget set <subnet-id> --headroom N --cap N
+//	allotctl nodes [-o json]
+//	allotctl enis [--node i-...] [-o json]
+//	allotctl status [-o json]
+//
+// Errors print the broker's message and exit 1; usage errors exit 2.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/allotnet/allot/broker/server/rpcerr"
+)
+
+// DefaultBroker is where allot-broker listens by default.
+const DefaultBroker = "127.0.0.1:7600"
+
+// options are the flags every command accepts, before or after its name.
+type options struct {
+	broker  string
+	timeout time.Duration
+	output  string
+	caCert  string
+	cert    string
+	key     string
+}
+
+func (o *options) register(fs *flag.FlagSet) {
+	fs.StringVar(&o.broker, "broker", o.broker, "broker gRPC address (host:port)")
+	fs.DurationVar(&o.timeout, "timeout", o.timeout, "deadline for the whole command")
+	fs.StringVar(&o.output, "o", o.output, "output format: table or json")
+	fs.StringVar(&o.caCert, "cacert", o.caCert, "CA bundle to verify the broker's TLS certificate (plaintext if no TLS flag is set)")
+	fs.StringVar(&o.cert, "cert", o.cert, "client certificate for mutual TLS")
+	fs.StringVar(&o.key, "key", o.key, "client key for mutual TLS")
+}
+
+// usageError is a mistake on the command line (exit 2).
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// command is one subcommand: it parses its own arguments into a call.
+type command struct {
+	summary string
+	run     func(ctx context.Context, c *client, args []string, o *options, out io.Writer) error
+	flags   func(fs *flag.FlagSet) // extra flags, may be nil
+}
+
+var commands = map[string]command{
+	"budgets": {summary: "list every subnet's budget", run: cmdBudgets},
+	"budget":  {summary: "budget get <subnet-id> | budget set <subnet-id> --headroom N --cap N", run: cmdBudget, flags: budgetFlags},
+	"nodes":   {summary: "list registered nodes with their totals", run: cmdNodes},
+	"enis":    {summary: "list ENIs (--node i-... for one node)", run: cmdENIs, flags: eniFlags},
+	"status":  {summary: "leader and cluster totals", run: cmdStatus},
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	o := &options{broker: DefaultBroker, timeout: 10 * time.Second, output: "table"}
+	global := flag.NewFlagSet("allotctl", flag.ContinueOnError)
+	global.SetOutput(stderr)
+	o.register(global)
+	global.Usage = func() { usage(stderr, global) }
+	if err := global.Parse(args); err != nil {
+		return 2
+	}
+	rest := global.Args()
+	if len(rest) == 0 {
+		usage(stderr, global)
+		return 2
+	}
+	cmd, ok := commands[rest[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "allotctl: unknown command %q\n", rest[0])
+		usage(stderr, global)
+		return 2
+	}
+	fs := flag.NewFlagSet("allotctl "+rest[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o.register(fs)
+	if cmd.flags != nil {
+		cmd.flags(fs)
+	}
+	positional, err := parseInterspersed(fs, rest[1:])
+	if err != nil {
+		return 2
+	}
+	if o.output != "table" && o.output != "json" {
+		fmt.Fprintf(stderr, "allotctl: -o %q: want table or json\n", o.output)
+		return 2
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+	defer cancel()
+	c, err := dial(o)
+	if err != nil {
+		fmt.Fprintf(stderr, "allotctl: %v\n", err)
+		return 1
+	}
+	defer c.close()
+	if err := cmd.run(ctx, c, positional, o, stdout); err != nil {
+		var ue usageError
+		if errors.As(err, &ue) {
+			fmt.Fprintf(stderr, "allotctl %s: %s\n", rest[0], ue.msg)
+			return 2
+		}
+		// The broker's own message, without the gRPC decoration.
+		fmt.Fprintf(stderr, "allotctl: %v\n", rpcerr.Error(err))
+		return 1
+	}
+	return 0
+}
+
+// parseInterspersed lets flags follow positional arguments
+// ("budget set subnet-x --cap 10"), which the flag package alone stops at.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return positional, nil
+		}
+		positional = append(positional, args[0])
+		args = args[1:]
+	}
+}
+
+func usage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintln(w, "usage: allotctl [flags] <command> [args] [flags]")
+	fmt.Fprintln(w, "\ncommands:")
+	for _, n := range []string{"budgets", "budget", "nodes", "enis", "status"} {
+		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintln(w, "\nflags:")
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+}
+
+// wantArgs checks the number of positional arguments.
+func wantArgs(args []string, n int, what string) error {
+	if len(args) != n {
+		got := "none"
+		if len(args) > 0 {
+			got = strings.Join(args, " ")
+		}
+		return usageError{fmt.Sprintf("want %s, got %s", what, got)}
+	}
+	return nil
+}

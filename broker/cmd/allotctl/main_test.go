@@ -1,0 +1,161 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/allotnet/allot/broker/etcdembed"
+	"github.com/allotnet/allot/broker/server"
+	"github.com/allotnet/allot/broker/store"
+)
+
+// startServer runs a broker gRPC server (no engine) over embedded etcd with
+// one subnet, one node and one ENI recorded.
+func startServer(t *testing.T) string {
+	t.Helper()
+	st, err := store.Open(etcdembed.StartForTest(t), "ctl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := st.PutSubnet(ctx, store.Subnet{ID: "subnet-0000000a", CIDR: "10.0.1.0/24", AvailabilityZone: "us-east-1a", Usable: 251}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.PutNode(ctx, store.Node{InstanceID: "i-00000001", InstanceType: "m5.large", SubnetID: "subnet-0000000a",
+		Mode: "secondary-ip", MaxENIs: 3, IPv4PerENI: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutPrimaryENI(ctx, store.ENI{ID: "eni-00000001", InstanceID: "i-00000001", SubnetID: "subnet-0000000a",
+		MAC: "02:00:00:00:00:01", PrimaryIP: "10.0.1.4", Addresses: []string{"10.0.1.5", "10.0.1.6"}}); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(server.Config{Store: st, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Stop(ctx)
+	})
+	return lis.Addr().String()
+}
+
+func ctl(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	setHeadroom, setCap, eniNode = -1, -1, ""
+	code = run(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestBudgetsTableAndJSON(t *testing.T) {
+	addr := startServer(t)
+	code, out, errs := ctl(t, "--broker", addr, "budgets")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "SUBNET") || !strings.HasPrefix(lines[1], "subnet-0000000a") {
+		t.Fatalf("table:\n%s", out)
+	}
+	// Aligned: the LIMIT column starts at the same offset in both lines.
+	if h, r := strings.Index(lines[0], "LIMIT"), strings.Index(lines[1], "251"); h != r {
+		t.Fatalf("columns not aligned (%d vs %d):\n%s", h, r, out)
+	}
+
+	code, out, errs = ctl(t, "budgets", "-o", "json", "--broker", addr)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var rows []budgetRow
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	if len(rows) != 1 || rows[0].SubnetID != "subnet-0000000a" || rows[0].Limit != 251 || rows[0].Attached != 2 ||
+		rows[0].Available != 249 {
+		t.Fatalf("rows %+v", rows)
+	}
+}
+
+func TestBudgetSetKeepsUnsetField(t *testing.T) {
+	addr := startServer(t)
+	if code, _, errs := ctl(t, "--broker", addr, "budget", "set", "subnet-0000000a", "--headroom", "20", "--cap", "100"); code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	code, out, errs := ctl(t, "--broker", addr, "budget", "set", "subnet-0000000a", "--cap", "50", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var rows []budgetRow
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatal(err)
+	}
+	if rows[0].Headroom != 20 || rows[0].Cap != 50 || rows[0].Limit != 50 {
+		t.Fatalf("after set: %+v", rows[0])
+	}
+	if code, _, errs := ctl(t, "--broker", addr, "budget", "set", "subnet-0000000a"); code != 2 || !strings.Contains(errs, "--headroom") {
+		t.Fatalf("set without values: exit %d, %q", code, errs)
+	}
+}
+
+func TestErrorsArePlainAndNonZero(t *testing.T) {
+	addr := startServer(t)
+	code, _, errs := ctl(t, "--broker", addr, "budget", "get", "subnet-bad")
+	if code != 1 || strings.Contains(errs, "rpc error") || !strings.Contains(errs, `subnet_id: "subnet-bad" is not valid`) {
+		t.Fatalf("invalid subnet: exit %d, stderr %q", code, errs)
+	}
+	code, _, errs = ctl(t, "--broker", addr, "budget", "get", "subnet-0000000f")
+	if code != 1 || !strings.Contains(errs, "subnet subnet-0000000f has no budget record") {
+		t.Fatalf("unknown subnet: exit %d, stderr %q", code, errs)
+	}
+	if code, _, _ := ctl(t, "--broker", addr, "frobnicate"); code != 2 {
+		t.Fatalf("unknown command: exit %d", code)
+	}
+	if code, _, _ := ctl(t, "--broker", addr, "nodes", "extra"); code != 2 {
+		t.Fatalf("extra argument: exit %d", code)
+	}
+	code, _, errs = ctl(t, "--broker", "127.0.0.1:1", "--timeout", "2s", "status")
+	if code != 1 || errs == "" {
+		t.Fatalf("unreachable broker: exit %d, stderr %q", code, errs)
+	}
+}
+
+func TestNodesENIsStatus(t *testing.T) {
+	addr := startServer(t)
+	code, out, errs := ctl(t, "--broker", addr, "nodes", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var nodes []nodeRow
+	if err := json.Unmarshal([]byte(out), &nodes); err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes) != 1 || nodes[0].InstanceID != "i-00000001" || nodes[0].ENIs != 1 || nodes[0].Attached != 2 {
+		t.Fatalf("nodes %+v", nodes)
+	}
+	code, out, _ = ctl(t, "--broker", addr, "enis", "--node", "i-00000001")
+	if code != 0 || !strings.Contains(out, "eni-00000001") || !strings.Contains(out, "0*") {
+		t.Fatalf("enis: exit %d\n%s", code, out)
+	}
+	code, out, _ = ctl(t, "--broker", addr, "enis", "--node", "i-00000002", "-o", "json")
+	if code != 0 || strings.TrimSpace(out) != "[]" {
+		t.Fatalf("enis of another node: exit %d\n%s", code, out)
+	}
+	code, out, _ = ctl(t, "--broker", addr, "status")
+	if code != 0 || !strings.Contains(out, "(none)") || !strings.Contains(out, "max addresses") {
+		t.Fatalf("status: exit %d\n%s", code, out)
+	}
+}

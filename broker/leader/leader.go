@@ -1,0 +1,197 @@
+// Package leader elects one broker replica through etcd
+// (concurrency.Election) and runs the engine only while this replica leads.
+// Standbys keep campaigning, so one of them takes over as soon as the
+// leader's session lease is gone; the old leader's engine is cancelled the
+// moment its own session ends, before a standby can have won.
+package leader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+)
+
+// ElectionSuffix is appended to the store prefix to form the election key
+// prefix.
+const ElectionSuffix = "election/"
+
+// Config configures an Elector.
+type Config struct {
+	// Client is the etcd client; the Elector does not close it.
+	Client *clientv3.Client
+	// Prefix is the store prefix ("/allot/v1/<cluster>/"); the election
+	// lives under Prefix + "election/".
+	Prefix string
+	// Name identifies this replica in GetStatus and logs. Required.
+	Name string
+	// TTL is the session lease: how long a dead leader keeps the lead.
+	// Rounded up to whole seconds; 10s if zero.
+	TTL time.Duration
+	// RetryDelay is the pause before campaigning again after a lost session
+	// or a failed run; 1s if zero.
+	RetryDelay time.Duration
+	// Logger; slog.Default() if nil.
+	Logger *slog.Logger
+}
+
+// Elector campaigns for leadership and reports who leads.
+type Elector struct {
+	cfg     Config
+	key     string
+	leading atomic.Bool
+
+	mu      sync.Mutex
+	leaseID clientv3.LeaseID // of the latest session
+}
+
+// New checks cfg and returns an Elector that has not campaigned yet.
+func New(cfg Config) (*Elector, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("leader: etcd client is required")
+	}
+	if cfg.Name == "" {
+		return nil, errors.New("leader: replica name is required")
+	}
+	if cfg.TTL <= 0 {
+		cfg.TTL = 10 * time.Second
+	}
+	if cfg.RetryDelay <= 0 {
+		cfg.RetryDelay = time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Elector{cfg: cfg, key: cfg.Prefix + ElectionSuffix}, nil
+}
+
+// Key returns the election key prefix.
+func (e *Elector) Key() string { return e.key }
+
+// IsLeader reports whether this replica leads right now.
+func (e *Elector) IsLeader() bool { return e.leading.Load() }
+
+// Leader returns the name of the current leader, or "" when nobody leads.
+// It reads etcd, so it answers the same on every replica.
+func (e *Elector) Leader(ctx context.Context) (string, error) {
+	resp, err := e.cfg.Client.Get(ctx, e.key, clientv3.WithFirstCreate()...)
+	if err != nil {
+		return "", fmt.Errorf("read election leader: %w", err)
+	}
+	if len(resp.Kvs) == 0 {
+		return "", nil
+	}
+	return string(resp.Kvs[0].Value), nil
+}
+
+// Run campaigns until ctx ends. Each time this replica wins, it calls fn with
+// a context that is cancelled when the session is lost (lease expired or
+// revoked, etcd unreachable for the TTL) or ctx ends. When fn returns while
+// still leading, Run resigns so a standby can take over, waits RetryDelay
+// and campaigns again. On ctx end Run resigns and revokes its lease, so a
+// standby does not wait out the TTL. Run returns nil after a clean shutdown.
+func (e *Elector) Run(ctx context.Context, fn func(ctx context.Context) error) error {
+	log := e.cfg.Logger.With("replica", e.cfg.Name)
+	for ctx.Err() == nil {
+		if err := e.term(ctx, log, fn); err != nil && ctx.Err() == nil {
+			log.Warn("leader election: term ended", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(e.cfg.RetryDelay):
+		}
+	}
+	return nil
+}
+
+// term runs one session: campaign, lead, step down.
+func (e *Elector) term(ctx context.Context, log *slog.Logger, fn func(ctx context.Context) error) error {
+	ttl := int((e.cfg.TTL + time.Second - 1) / time.Second)
+	sess, err := concurrency.NewSession(e.cfg.Client, concurrency.WithTTL(ttl), concurrency.WithContext(ctx))
+	if err != nil {
+		return fmt.Errorf("start election session: %w", err)
+	}
+	e.mu.Lock()
+	e.leaseID = sess.Lease()
+	e.mu.Unlock()
+	defer func() {
+		// Revoking the lease makes our election key (if any) disappear at
+		// once, so a standby need not wait out the TTL. Not sess.Close: it
+		// revokes with the session's context, which is ctx, which may be
+		// why we are here.
+		sess.Orphan()
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if _, err := e.cfg.Client.Revoke(rctx, sess.Lease()); err != nil && ctx.Err() == nil {
+			log.Debug("leader election: revoke session lease", "err", err)
+		}
+	}()
+
+	// A campaign must stop when the session dies, or a replica whose key
+	// expired would wait forever for keys older than its own.
+	campCtx, stopCamp := context.WithCancel(ctx)
+	defer stopCamp()
+	go func() {
+		select {
+		case <-sess.Done():
+			stopCamp()
+		case <-campCtx.Done():
+		}
+	}()
+
+	el := concurrency.NewElection(sess, e.key)
+	if err := el.Campaign(campCtx, e.cfg.Name); err != nil {
+		return fmt.Errorf("campaign: %w", err)
+	}
+	select {
+	case <-sess.Done():
+		return errors.New("session lost while campaigning")
+	default:
+	}
+
+	leadCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(sess.Ctx(), cancel) // session lost: stop leading now
+	defer stop()
+
+	e.leading.Store(true)
+	log.Info("leader election: leading", "lease", fmt.Sprintf("%x", sess.Lease()))
+	runErr := fn(leadCtx)
+	e.leading.Store(false)
+
+	// The session's context ends with ctx too; only without a shutdown is
+	// its end a loss.
+	lost := sess.Ctx().Err() != nil && ctx.Err() == nil
+	switch {
+	case lost:
+		log.Warn("leader election: session lost, stepped down")
+	case ctx.Err() != nil:
+		log.Info("leader election: shutting down, resigning")
+	default:
+		log.Warn("leader election: leader work returned, resigning", "err", runErr)
+	}
+	if !lost {
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		if err := el.Resign(rctx); err != nil {
+			log.Warn("leader election: resign", "err", err)
+		}
+		rcancel()
+	}
+	if runErr != nil && !errors.Is(runErr, context.Canceled) {
+		return fmt.Errorf("leader work: %w", runErr)
+	}
+	return nil
+}
+
+// Lease returns the lease ID of the current session (0 before the first).
+func (e *Elector) Lease() clientv3.LeaseID {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.leaseID
+}

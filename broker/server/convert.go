@@ -1,0 +1,76 @@
+package server
+
+import (
+	"slices"
+
+	"github.com/allotnet/allot/broker/store"
+	allotv1 "github.com/allotnet/allot/proto/allot/v1"
+	"google.golang.org/protobuf/proto"
+)
+
+// eniProto converts an ENI record; cidrs maps subnet IDs to CIDRs.
+func eniProto(e store.ENI, cidrs map[string]string) *allotv1.ENI {
+	return &allotv1.ENI{
+		EniId:       e.ID,
+		Mac:         e.MAC,
+		DeviceIndex: int32(e.DeviceIndex),
+		SubnetId:    e.SubnetID,
+		SubnetCidr:  cidrs[e.SubnetID],
+		PrimaryIp:   e.PrimaryIP,
+		Addresses:   slices.Clone(e.Addresses),
+		Prefixes:    slices.Clone(e.Prefixes),
+		Primary:     e.Primary,
+	}
+}
+
+func enisProto(es []store.ENI, cidrs map[string]string) []*allotv1.ENI {
+	out := make([]*allotv1.ENI, 0, len(es))
+	for _, e := range es {
+		out = append(out, eniProto(e, cidrs))
+	}
+	return out
+}
+
+// nodeEvent is the snapshot WatchNode sends for one node (without its
+// revision, so two snapshots of the same state compare equal).
+func nodeEvent(v *view, instanceID string) *allotv1.NodeEvent {
+	ev := &allotv1.NodeEvent{Enis: enisProto(v.enisBy[instanceID], subnetCIDRs(v.subnets))}
+	for _, r := range v.releaseBy[instanceID] {
+		ev.Releases = append(ev.Releases, &allotv1.ReleaseProposal{
+			ReleaseId: r.ID,
+			Addresses: slices.Clone(r.Addresses),
+			Prefixes:  slices.Clone(r.Prefixes),
+		})
+	}
+	return ev
+}
+
+// budgets computes every subnet's figures from a view.
+func budgets(v *view) []*allotv1.SubnetBudget {
+	out := make([]*allotv1.SubnetBudget, 0, len(v.subnets))
+	for _, sn := range v.subnets {
+		b := Figures(sn, v.nodes, v.enis, v.usage)
+		b.Revision = v.rev
+		out = append(out, b)
+	}
+	return out
+}
+
+// sameBudget compares two budgets ignoring the revision they were read at.
+func sameBudget(a, b *allotv1.SubnetBudget) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	ac, bc := proto.CloneOf(a), proto.CloneOf(b)
+	ac.Revision, bc.Revision = 0, 0
+	return proto.Equal(ac, bc)
+}
+
+// modeName converts the wire mode to the record's; unspecified means
+// secondary IPs.
+func modeName(m allotv1.AddressMode) string {
+	if m == allotv1.AddressMode_ADDRESS_MODE_PREFIX {
+		return modePrefix
+	}
+	return modeSecondary
+}

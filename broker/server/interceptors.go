@@ -1,0 +1,81 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"runtime/debug"
+
+	"github.com/allotnet/allot/broker/server/rpcerr"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/validator"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// serverOptions is the middleware every call passes, outermost first:
+// OpenTelemetry (stats handler), logging, recovery, validation, and the
+// domain-error table right around the handler, so handlers return plain
+// wrapped errors and nothing else decides a code.
+func serverOptions(log *slog.Logger) []grpc.ServerOption {
+	lg := slogAdapter(log)
+	logOpts := []logging.Option{
+		logging.WithLogOnEvents(logging.FinishCall),
+		logging.WithLevels(codeToLevel),
+	}
+	rec := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
+		log.ErrorContext(ctx, "panic in gRPC handler", "panic", p, "stack", string(debug.Stack()))
+		return status.Error(codes.Internal, "internal error (the broker logged the details)")
+	})
+	return []grpc.ServerOption{
+		grpc.StatsHandler(otelgrpc.NewServerHandler()),
+		grpc.ChainUnaryInterceptor(
+			logging.UnaryServerInterceptor(lg, logOpts...),
+			recovery.UnaryServerInterceptor(rec),
+			validator.UnaryServerInterceptor(),
+			unaryErrors,
+		),
+		grpc.ChainStreamInterceptor(
+			logging.StreamServerInterceptor(lg, logOpts...),
+			recovery.StreamServerInterceptor(rec),
+			validator.StreamServerInterceptor(),
+			streamErrors,
+		),
+	}
+}
+
+// slogAdapter lets go-grpc-middleware log through slog; its levels are
+// slog's.
+func slogAdapter(l *slog.Logger) logging.Logger {
+	return logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
+		l.Log(ctx, slog.Level(lvl), msg, fields...)
+	})
+}
+
+// codeToLevel keeps the steady stream of successful agent calls out of the
+// default log, and the broker's own failures in it.
+func codeToLevel(c codes.Code) logging.Level {
+	switch c {
+	case codes.OK, codes.Canceled:
+		return logging.LevelDebug
+	case codes.InvalidArgument, codes.NotFound, codes.AlreadyExists, codes.FailedPrecondition,
+		codes.ResourceExhausted, codes.Aborted, codes.OutOfRange, codes.Unauthenticated,
+		codes.PermissionDenied, codes.DeadlineExceeded:
+		return logging.LevelInfo
+	case codes.Unavailable:
+		return logging.LevelWarn
+	default:
+		return logging.LevelError
+	}
+}
+
+func unaryErrors(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	resp, err := handler(ctx, req)
+	return resp, rpcerr.Status(err)
+}
+
+func streamErrors(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	return rpcerr.Status(handler(srv, ss))
+}

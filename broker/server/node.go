@@ -1,0 +1,241 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/allotnet/allot/broker/store"
+	allotv1 "github.com/allotnet/allot/proto/allot/v1"
+	"google.golang.org/protobuf/proto"
+)
+
+// nodeService serves agents. Every method reads and writes etcd through
+// the store, so any replica can serve any agent; only the leader's engine
+// acts on what agents state here.
+type nodeService struct {
+	allotv1.UnimplementedNodeServiceServer
+	st      Store
+	limits  LimitsSource
+	hub     *hub
+	nodeTTL time.Duration
+	now     func() time.Time
+	log     *slog.Logger
+}
+
+// Register records the node (idempotently) and returns the broker's record
+// of its ENIs. The primary ENI is recorded by the engine, which reads it
+// from EC2 rather than trusting the agent.
+func (s *nodeService) Register(ctx context.Context, req *allotv1.RegisterRequest) (*allotv1.RegisterResponse, error) {
+	id := req.GetNode()
+	n := store.Node{
+		InstanceID:       id.GetInstanceId(),
+		InstanceType:     id.GetInstanceType(),
+		AvailabilityZone: id.GetAvailabilityZone(),
+		VPCID:            id.GetVpcId(),
+		SubnetID:         id.GetSubnetId(),
+		PrimaryENIID:     id.GetPrimaryEniId(),
+		PrimaryIP:        id.GetPrimaryIp(),
+		SecurityGroups:   slices.Clone(id.GetSecurityGroupIds()),
+		Mode:             modeName(req.GetMode()),
+		WarmIPTarget:     int(req.GetWarm().GetWarmIpTarget()),
+		MinimumIPTarget:  int(req.GetWarm().GetMinimumIpTarget()),
+		WarmENITarget:    int(req.GetWarm().GetWarmEniTarget()),
+		WarmPrefixTarget: int(req.GetWarm().GetWarmPrefixTarget()),
+		RegisteredAt:     s.now(),
+	}
+	if old, err := s.st.GetNode(ctx, n.InstanceID); err == nil {
+		// Keep what the engine learned (limits) and when the node first came.
+		n.MaxENIs, n.IPv4PerENI, n.RegisteredAt = old.MaxENIs, old.IPv4PerENI, old.RegisteredAt
+	} else if !isNotFound(err) {
+		return nil, fmt.Errorf("register %s: %w", n.InstanceID, err)
+	}
+	if err := s.applyLimits(ctx, &n, int(req.GetWarm().GetMaxEnis())); err != nil {
+		return nil, err
+	}
+	saved, err := s.st.PutNode(ctx, n)
+	if err != nil {
+		return nil, fmt.Errorf("register %s: %w", n.InstanceID, err)
+	}
+	rev, err := readRevision(ctx, s.st)
+	if err != nil {
+		return nil, err
+	}
+	enis, err := s.st.ListNodeENIs(ctx, n.InstanceID)
+	if err != nil {
+		return nil, fmt.Errorf("register %s: list enis: %w", n.InstanceID, err)
+	}
+	subnets, err := s.st.ListSubnets(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("register %s: list subnets: %w", n.InstanceID, err)
+	}
+	s.log.Info("node registered", "instance_id", n.InstanceID, "instance_type", n.InstanceType,
+		"mode", n.Mode, "enis", len(enis))
+	return &allotv1.RegisterResponse{
+		Enis:         enisProto(enis, subnetCIDRs(subnets)),
+		MaxAddresses: int32(maxAddresses(saved)),
+		Revision:     rev,
+	}, nil
+}
+
+// applyLimits fills the node's ENI limits from the instance type, capped by
+// the agent's max_enis, and refuses prefix mode on a type that can't do it.
+func (s *nodeService) applyLimits(ctx context.Context, n *store.Node, maxENIs int) error {
+	if s.limits != nil {
+		l, ok, err := s.limits.Limits(ctx, n.InstanceType)
+		if err != nil {
+			return fmt.Errorf("register %s: instance type %s: %w", n.InstanceID, n.InstanceType, err)
+		}
+		if ok {
+			if n.Mode == modePrefix && !l.PrefixCapable {
+				return fmt.Errorf("register %s: instance type %s cannot take /28 prefixes (not Nitro); use secondary-IP mode: %w",
+					n.InstanceID, n.InstanceType, store.ErrInvalid)
+			}
+			n.MaxENIs, n.IPv4PerENI = l.MaxENIs, l.IPv4PerENI
+		}
+	}
+	if maxENIs > 0 && (n.MaxENIs == 0 || maxENIs < n.MaxENIs) {
+		n.MaxENIs = maxENIs
+	}
+	return nil
+}
+
+// ReportUsage records which addresses pods hold. A node may only report
+// addresses on its own ENIs: that is how a confused or malicious agent is
+// kept from claiming another node's addresses.
+func (s *nodeService) ReportUsage(ctx context.Context, req *allotv1.ReportUsageRequest) (*allotv1.ReportUsageResponse, error) {
+	id := req.GetInstanceId()
+	if err := s.registered(ctx, id); err != nil {
+		return nil, err
+	}
+	if err := s.checkOwned(ctx, id, req.GetAssigned(), req.GetFree()); err != nil {
+		return nil, err
+	}
+	applied, err := s.st.PutUsage(ctx, store.Usage{
+		InstanceID: id,
+		Seq:        req.GetSeq(),
+		Assigned:   slices.Clone(req.GetAssigned()),
+		Free:       slices.Clone(req.GetFree()),
+		UpdatedAt:  s.now(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("report usage of %s: %w", id, err)
+	}
+	if !applied {
+		s.log.Debug("stale usage report ignored", "instance_id", id, "seq", req.GetSeq())
+	}
+	return &allotv1.ReportUsageResponse{}, nil
+}
+
+// checkOwned returns ErrNotOwner naming the first address that is not on
+// one of the node's ENIs, and whose it is if anyone's.
+func (s *nodeService) checkOwned(ctx context.Context, id string, lists ...[]string) error {
+	own, err := s.st.ListNodeENIs(ctx, id)
+	if err != nil {
+		return fmt.Errorf("report usage of %s: list enis: %w", id, err)
+	}
+	ix := newAddrIndex(own)
+	for _, list := range lists {
+		for _, a := range list {
+			if _, ok := ix.owner(a); ok {
+				continue
+			}
+			all, err := s.st.ListENIs(ctx)
+			if err != nil {
+				return fmt.Errorf("report usage of %s: list enis: %w", id, err)
+			}
+			if e, ok := newAddrIndex(all).owner(a); ok {
+				return fmt.Errorf("address %s is on %s of node %s, not on node %s: %w", a, e.ID, e.InstanceID, id, store.ErrNotOwner)
+			}
+			return fmt.Errorf("address %s is on none of node %s's ENIs in the broker's records: %w", a, id, store.ErrNotOwner)
+		}
+	}
+	return nil
+}
+
+// SetDemand records the node's latest demand; the leader's planner reads it.
+func (s *nodeService) SetDemand(ctx context.Context, req *allotv1.SetDemandRequest) (*allotv1.SetDemandResponse, error) {
+	id := req.GetInstanceId()
+	if err := s.registered(ctx, id); err != nil {
+		return nil, err
+	}
+	err := s.st.PutDemand(ctx, store.Demand{
+		InstanceID:    id,
+		Pending:       int(req.GetPending()),
+		WarmShortfall: int(req.GetWarmShortfall()),
+		UpdatedAt:     s.now(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("set demand of %s: %w", id, err)
+	}
+	return &allotv1.SetDemandResponse{}, nil
+}
+
+// WatchNode sends the node's full state now and again after every change
+// that alters it. Snapshots are read once per batch of store changes for
+// all streams (see hub), and a stream that falls behind skips straight to
+// the latest.
+func (s *nodeService) WatchNode(req *allotv1.WatchNodeRequest, stream allotv1.NodeService_WatchNodeServer) error {
+	ctx := stream.Context()
+	id := req.GetInstanceId()
+	if err := s.registered(ctx, id); err != nil {
+		return err
+	}
+	sub := s.hub.subscribe()
+	defer sub.close()
+	var last *allotv1.NodeEvent
+	for {
+		v, err := sub.next(ctx)
+		if err != nil {
+			return err
+		}
+		ev := nodeEvent(v, id)
+		if last != nil && proto.Equal(ev, last) {
+			continue
+		}
+		last = ev
+		out := proto.CloneOf(ev)
+		out.Revision = v.rev
+		if err := stream.Send(out); err != nil {
+			return err
+		}
+	}
+}
+
+// AckRelease records the agent's consent to give back (part of) a release
+// proposal. The store refuses another node's release (ErrNotOwner) and
+// addresses that were not proposed (ErrInvalid).
+func (s *nodeService) AckRelease(ctx context.Context, req *allotv1.AckReleaseRequest) (*allotv1.AckReleaseResponse, error) {
+	r, err := s.st.AckRelease(ctx, req.GetInstanceId(), req.GetReleaseId(), req.GetAddresses(), req.GetPrefixes())
+	if err != nil {
+		return nil, fmt.Errorf("acknowledge release %s for %s: %w", req.GetReleaseId(), req.GetInstanceId(), err)
+	}
+	s.log.Info("release acknowledged", "instance_id", req.GetInstanceId(), "release_id", r.ID,
+		"addresses", len(req.GetAddresses()), "prefixes", len(req.GetPrefixes()))
+	return &allotv1.AckReleaseResponse{}, nil
+}
+
+// Heartbeat refreshes the node's liveness lease. It is the most frequent
+// call, so it reads nothing first: the store refuses an unregistered node
+// when it grants the lease.
+func (s *nodeService) Heartbeat(ctx context.Context, req *allotv1.HeartbeatRequest) (*allotv1.HeartbeatResponse, error) {
+	id := req.GetInstanceId()
+	if err := s.st.KeepAlive(ctx, id, s.nodeTTL); err != nil {
+		return nil, fmt.Errorf("heartbeat of %s: %w", id, err)
+	}
+	return &allotv1.HeartbeatResponse{}, nil
+}
+
+// registered returns NotFound for a node that never registered, with what
+// to do about it.
+func (s *nodeService) registered(ctx context.Context, id string) error {
+	if _, err := s.st.GetNode(ctx, id); err != nil {
+		if isNotFound(err) {
+			return fmt.Errorf("node %s is not registered; call Register first: %w", id, store.ErrNotFound)
+		}
+		return fmt.Errorf("look up node %s: %w", id, err)
+	}
+	return nil
+}

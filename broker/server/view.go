@@ -1,0 +1,130 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+
+	"github.com/allotnet/allot/broker/store"
+)
+
+// view is the state the streams and the budget figures are computed from,
+// read from etcd in one go. Revision is read first, so every record is at
+// least as new as it.
+type view struct {
+	rev       int64
+	seq       uint64 // load number; the hub's subscribers compare it
+	subnets   []store.Subnet
+	nodes     []store.Node
+	enis      []store.ENI
+	usage     map[string]store.Usage
+	releases  []store.Release
+	enisBy    map[string][]store.ENI
+	releaseBy map[string][]store.Release
+}
+
+// readRevision returns etcd's current revision with the cheapest read there
+// is: one key that never exists.
+func readRevision(ctx context.Context, st Store) (int64, error) {
+	resp, err := st.Client().Get(ctx, st.Prefix()+"server/revision-probe")
+	if err != nil {
+		return 0, fmt.Errorf("read etcd revision: %w", err)
+	}
+	return resp.Header.Revision, nil
+}
+
+// loadView reads everything a view holds.
+func loadView(ctx context.Context, st Store) (*view, error) {
+	rev, err := readRevision(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	v := &view{rev: rev}
+	if v.subnets, err = st.ListSubnets(ctx); err != nil {
+		return nil, fmt.Errorf("list subnets: %w", err)
+	}
+	if v.nodes, err = st.ListNodes(ctx); err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	if v.enis, err = st.ListENIs(ctx); err != nil {
+		return nil, fmt.Errorf("list enis: %w", err)
+	}
+	if v.usage, err = st.ListUsage(ctx); err != nil {
+		return nil, fmt.Errorf("list usage: %w", err)
+	}
+	if v.releases, err = st.ListReleases(ctx, ""); err != nil {
+		return nil, fmt.Errorf("list releases: %w", err)
+	}
+	v.index()
+	return v, nil
+}
+
+func (v *view) index() {
+	v.enisBy = map[string][]store.ENI{}
+	for _, e := range v.enis {
+		v.enisBy[e.InstanceID] = append(v.enisBy[e.InstanceID], e)
+	}
+	v.releaseBy = map[string][]store.Release{}
+	for _, r := range v.releases {
+		if r.State == store.ReleaseProposed {
+			v.releaseBy[r.InstanceID] = append(v.releaseBy[r.InstanceID], r)
+		}
+	}
+}
+
+// subnetCIDRs maps subnet IDs to CIDRs, for the ENI messages.
+func subnetCIDRs(subnets []store.Subnet) map[string]string {
+	m := make(map[string]string, len(subnets))
+	for _, s := range subnets {
+		m[s.ID] = s.CIDR
+	}
+	return m
+}
+
+// addrIndex answers "which of these ENIs holds this pod address": secondary
+// addresses by lookup, prefix addresses by containment.
+type addrIndex struct {
+	addrs    map[string]*store.ENI
+	prefixes []indexedPrefix
+}
+
+type indexedPrefix struct {
+	p   netip.Prefix
+	eni *store.ENI
+}
+
+func newAddrIndex(enis []store.ENI) *addrIndex {
+	ix := &addrIndex{addrs: map[string]*store.ENI{}}
+	for i := range enis {
+		e := &enis[i]
+		for _, a := range e.Addresses {
+			ix.addrs[a] = e
+		}
+		for _, p := range e.Prefixes {
+			if pp, err := netip.ParsePrefix(p); err == nil {
+				ix.prefixes = append(ix.prefixes, indexedPrefix{pp.Masked(), e})
+			}
+		}
+	}
+	return ix
+}
+
+// owner returns the ENI whose secondary addresses or prefixes hold addr.
+func (ix *addrIndex) owner(addr string) (*store.ENI, bool) {
+	if e, ok := ix.addrs[addr]; ok {
+		return e, true
+	}
+	if len(ix.prefixes) == 0 {
+		return nil, false
+	}
+	a, err := netip.ParseAddr(addr)
+	if err != nil {
+		return nil, false
+	}
+	for _, p := range ix.prefixes {
+		if p.p.Contains(a) {
+			return p.eni, true
+		}
+	}
+	return nil, false
+}

@@ -1,0 +1,306 @@
+// Package brokerlink is the agent's connection to the broker. It registers
+// the node and compares the broker's record of its ENIs with the pool,
+// watches the node's allocation stream (reconnecting with backoff to
+// whichever broker answers), confirms delivered addresses in IMDS before the
+// pool hands them out, states the pool's demand, reports usage in batches,
+// and answers release proposals with what the pool agrees to give back.
+//
+// It never frees what a pod holds: an address the broker stops listing
+// leaves the pool only if the pool says no pod holds it (pool.Retain), and a
+// release is acknowledged only for addresses the pool has set aside
+// (pool.ProposeRelease). While the broker is unreachable the pool keeps
+// serving ADDs from what it has.
+package brokerlink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/allotnet/allot/agent/hostnet"
+	"github.com/allotnet/allot/agent/identity"
+	"github.com/allotnet/allot/agent/pool"
+	allotv1 "github.com/allotnet/allot/proto/allot/v1"
+)
+
+// Defaults for the Config fields left zero.
+const (
+	DefaultUsageInterval     = time.Second
+	DefaultHeartbeatInterval = 10 * time.Second
+	DefaultConfirmInterval   = 200 * time.Millisecond
+	DefaultBackoffMin        = 100 * time.Millisecond
+	DefaultBackoffMax        = 5 * time.Second
+	DefaultCallTimeout       = 10 * time.Second
+)
+
+// Config configures a Link. Intervals are real time: they pace calls and
+// polls, and mean nothing to allocation state.
+type Config struct {
+	// Identity is the node as IMDS describes it; Register sends it.
+	Identity identity.Identity
+	// PrefixMode asks for /28 prefixes instead of secondary IPs.
+	PrefixMode bool
+	// Targets are the warm-pool targets the demand is computed from.
+	Targets pool.Targets
+	// Limits are the instance type's ENI limits. Zero means unknown: they
+	// are then approximated from the broker's registration answer.
+	Limits pool.Limits
+	// MTU is set on ENI links this link sets up.
+	MTU int
+	// PreparedENIs are ENIs whose host side the caller already set up in
+	// this process; the link sets up every other ENI the broker lists
+	// before adding its addresses to the pool.
+	PreparedENIs []string
+	// OnENIReady, when set, is called after the link set up an ENI, so
+	// the caller can restore pods recorded on it (an ENI IMDS didn't show
+	// yet at start).
+	OnENIReady func(eniID string)
+	// UsageInterval batches usage reports: at most one per interval, and
+	// only when usage changed.
+	UsageInterval time.Duration
+	// HeartbeatInterval renews the node's liveness lease.
+	HeartbeatInterval time.Duration
+	// ConfirmInterval is how often IMDS is asked again about delivered
+	// addresses it doesn't show yet.
+	ConfirmInterval time.Duration
+	// BackoffMin and BackoffMax bound the reconnect backoff.
+	BackoffMin, BackoffMax time.Duration
+	// CallTimeout bounds each unary call to the broker.
+	CallTimeout time.Duration
+	Logger      *slog.Logger
+}
+
+func (c *Config) defaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.UsageInterval, DefaultUsageInterval)
+	def(&c.HeartbeatInterval, DefaultHeartbeatInterval)
+	def(&c.ConfirmInterval, DefaultConfirmInterval)
+	def(&c.BackoffMin, DefaultBackoffMin)
+	def(&c.BackoffMax, DefaultBackoffMax)
+	def(&c.CallTimeout, DefaultCallTimeout)
+	if c.BackoffMax < c.BackoffMin {
+		c.BackoffMax = c.BackoffMin
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// ENISetter prepares the host side of an ENI before its addresses are
+// handed out. hostnet.Network is one.
+type ENISetter interface {
+	SetupENI(hostnet.ENIConfig) error
+}
+
+var _ ENISetter = hostnet.Network(nil)
+
+// Deps are the link's collaborators.
+type Deps struct {
+	Client allotv1.NodeServiceClient
+	Pool   *pool.Pool
+	IMDS   identity.MetadataAPI
+	ENIs   ENISetter
+}
+
+// Status is what the link knows about its broker, for STATUS and
+// introspection.
+type Status struct {
+	// Connected is true from a successful registration until the watch
+	// stream or a call fails.
+	Connected bool
+	// LastError is the last failure talking to the broker.
+	LastError string
+	// Revision is the broker state revision last applied.
+	Revision int64
+	// MaxAddresses is the broker's figure of addresses the node can hold.
+	MaxAddresses int
+	Limits       pool.Limits
+	// Demand is the demand last sent.
+	Demand pool.Demand
+	// Unconfirmed counts delivered addresses IMDS doesn't show yet.
+	Unconfirmed int
+}
+
+// Link is one agent's connection to the broker.
+type Link struct {
+	cfg     Config
+	log     *slog.Logger
+	client  allotv1.NodeServiceClient
+	pool    *pool.Pool
+	imds    identity.MetadataAPI
+	enis    ENISetter
+	node    *allotv1.NodeIdentity
+	confirm *confirmer
+
+	// applyMu serialises applying broker state and adding confirmed
+	// capacity, so an address the broker just stopped listing is never
+	// added behind its back.
+	applyMu sync.Mutex
+	lastRev int64
+	// acked are releases acknowledged by this process.
+	acked map[string]bool
+
+	mu        sync.Mutex
+	status    Status
+	listed    map[netip.Addr]bool
+	listedPfx []netip.Prefix
+	// kick asks the reporter to resend demand and usage (after a new
+	// registration: the broker may have lost what we last said).
+	kick chan struct{}
+	// recalc asks the reporter to recompute the demand (what is awaited
+	// from IMDS changed).
+	recalc chan struct{}
+}
+
+// New returns a link; Run starts it.
+func New(cfg Config, deps Deps) (*Link, error) {
+	cfg.defaults()
+	if deps.Client == nil || deps.Pool == nil || deps.IMDS == nil || deps.ENIs == nil {
+		return nil, errors.New("brokerlink: client, pool, imds and eni setter are required")
+	}
+	node, err := nodeIdentity(cfg.Identity)
+	if err != nil {
+		return nil, err
+	}
+	l := &Link{
+		cfg: cfg, log: cfg.Logger.With("component", "brokerlink"),
+		client: deps.Client, pool: deps.Pool, imds: deps.IMDS, enis: deps.ENIs, node: node,
+		acked:  map[string]bool{},
+		listed: map[netip.Addr]bool{},
+		kick:   make(chan struct{}, 1),
+		recalc: make(chan struct{}, 1),
+	}
+	l.status.Limits = cfg.Limits
+	l.confirm = newConfirmer(l)
+	return l, nil
+}
+
+// nodeIdentity converts IMDS's view of the node into the registration
+// message.
+func nodeIdentity(id identity.Identity) (*allotv1.NodeIdentity, error) {
+	p, ok := id.Primary()
+	if !ok {
+		return nil, fmt.Errorf("brokerlink: identity of %s has no primary interface", id.InstanceID)
+	}
+	n := &allotv1.NodeIdentity{
+		InstanceId:       id.InstanceID,
+		InstanceType:     id.InstanceType,
+		AvailabilityZone: id.AvailabilityZone,
+		VpcId:            p.VPCID,
+		SubnetId:         p.SubnetID,
+		PrimaryEniId:     p.ENIID,
+		PrimaryMac:       p.MAC,
+		PrimaryIp:        id.PrimaryIPv4.String(),
+		SecurityGroupIds: p.SecurityGroupIDs,
+	}
+	for _, c := range p.VPCCIDRs {
+		n.VpcCidrs = append(n.VpcCidrs, c.String())
+	}
+	return n, nil
+}
+
+// Run talks to the broker until ctx ends: the watch loop (register, apply
+// snapshots, reconnect) and the reporter (demand, usage, heartbeat). It
+// returns when both have stopped.
+func (l *Link) Run(ctx context.Context) error {
+	l.confirm.start(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { l.watchLoop(ctx) })
+	wg.Go(func() { l.reportLoop(ctx) })
+	<-ctx.Done()
+	wg.Wait()
+	l.confirm.wait()
+	return nil
+}
+
+// Status returns the link's state.
+func (l *Link) Status() Status {
+	l.mu.Lock()
+	s := l.status
+	l.mu.Unlock()
+	s.Unconfirmed = l.confirm.count()
+	return s
+}
+
+// poke signals a buffered channel without blocking.
+func poke(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// Connected reports whether the broker answered last time it was asked.
+func (l *Link) Connected() bool { return l.Status().Connected }
+
+// Limits are the ENI limits the demand is computed with.
+func (l *Link) Limits() pool.Limits { return l.Status().Limits }
+
+func (l *Link) setError(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.status.Connected = false
+	l.status.LastError = err.Error()
+}
+
+// call bounds one unary call.
+func (l *Link) call(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, l.cfg.CallTimeout)
+}
+
+func (l *Link) modeProto() allotv1.AddressMode {
+	if l.cfg.PrefixMode {
+		return allotv1.AddressMode_ADDRESS_MODE_PREFIX
+	}
+	return allotv1.AddressMode_ADDRESS_MODE_SECONDARY_IP
+}
+
+// register announces the node and records what the broker says about its
+// capacity.
+func (l *Link) register(ctx context.Context) (*allotv1.RegisterResponse, error) {
+	t := l.cfg.Targets
+	cctx, cancel := l.call(ctx)
+	defer cancel()
+	resp, err := l.client.Register(cctx, &allotv1.RegisterRequest{
+		Node: l.node,
+		Mode: l.modeProto(),
+		Warm: &allotv1.WarmTargets{
+			WarmIpTarget:     int32(t.WarmIPs),
+			MinimumIpTarget:  int32(t.MinimumIPs),
+			WarmEniTarget:    int32(t.WarmENIs),
+			WarmPrefixTarget: int32(t.WarmPrefixes),
+			MaxEnis:          int32(t.MaxENIs),
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	l.status.Connected, l.status.LastError = true, ""
+	l.status.MaxAddresses = int(resp.GetMaxAddresses())
+	if l.cfg.Limits == (pool.Limits{}) && resp.GetMaxAddresses() > 0 {
+		l.status.Limits = approxLimits(int(resp.GetMaxAddresses()), l.cfg.PrefixMode)
+	}
+	l.mu.Unlock()
+	return resp, nil
+}
+
+// approxLimits stands in for unknown instance limits with one ENI that
+// holds everything the broker says the node can hold: the capacity cap is
+// right, the warm-ENI step is not (the registration answer doesn't carry
+// the per-ENI size).
+func approxLimits(maxAddresses int, prefixMode bool) pool.Limits {
+	per := maxAddresses
+	if prefixMode {
+		per = maxAddresses / pool.PrefixSize
+	}
+	return pool.Limits{MaxENIs: 1, IPv4PerENI: per + 1}
+}

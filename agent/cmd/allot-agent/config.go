@@ -1,0 +1,118 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"strings"
+
+	"github.com/allotnet/allot/agent/daemon"
+	"github.com/allotnet/allot/agent/pool"
+	"github.com/allotnet/allot/cni/plugin"
+)
+
+// config is everything the agent is told on its command line; main builds
+// it and passes it down, nothing below reads flags or the environment.
+type config struct {
+	agent daemon.Config
+
+	imdsEndpoint string
+	brokers      []string
+	// Broker TLS: a CA makes it TLS; a certificate makes it mutual.
+	brokerCA         string
+	brokerCert       string
+	brokerKey        string
+	brokerServerName string
+
+	nodeNetNS string
+	logLevel  slog.Level
+}
+
+// parseFlags builds the config from args.
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	var c config
+	a := &c.agent
+	fs := flag.NewFlagSet("allot-agent", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.imdsEndpoint, "imds-endpoint", "",
+		"instance metadata endpoint; REQUIRED, no default so a test can never read a real instance's identity. "+
+			"On EC2 it is http://169.254.169.254")
+	brokers := fs.String("broker", "", "REQUIRED: comma-separated broker addresses (host:port); the agent uses whichever answers")
+	fs.StringVar(&c.brokerCA, "broker-ca", "", "CA bundle to verify the broker's certificate (plaintext if empty)")
+	fs.StringVar(&c.brokerCert, "broker-cert", "", "client certificate for mutual TLS with the broker")
+	fs.StringVar(&c.brokerKey, "broker-key", "", "client key for mutual TLS with the broker")
+	fs.StringVar(&c.brokerServerName, "broker-server-name", "", "name to verify in the broker's certificate (default: the host of the address)")
+
+	mode := fs.String("mode", string(daemon.ModeSecondaryIP), "address mode: secondary-ip or prefix (/28 prefixes, Nitro only)")
+	fs.IntVar(&a.Warm.WarmIPs, "warm-ip-target", 0, "WARM_IP_TARGET: free addresses to keep (overrides ENI/prefix targets)")
+	fs.IntVar(&a.Warm.MinimumIPs, "minimum-ip-target", 0, "MINIMUM_IP_TARGET: addresses to hold at least")
+	fs.IntVar(&a.Warm.WarmENIs, "warm-eni-target", 0, "WARM_ENI_TARGET: ENIs' worth of free addresses (secondary-ip; default 1 when no target is set)")
+	fs.IntVar(&a.Warm.WarmPrefixes, "warm-prefix-target", 0, "WARM_PREFIX_TARGET: free /28 prefixes (prefix mode; default 1 when no target is set)")
+	fs.IntVar(&a.Warm.MaxENIs, "max-enis", 0, "MAX_ENI: cap on ENIs below the instance type's limit (0: the type's)")
+	fs.IntVar(&a.Warm.MaxPods, "max-pods", 0, "stop growing the pool once it holds this many addresses (0: no cap)")
+	fs.IntVar(&a.Limits.MaxENIs, "instance-max-enis", 0, "override the instance type's ENI limit (0: built-in table, then the broker)")
+	fs.IntVar(&a.Limits.IPv4PerENI, "instance-ipv4-per-eni", 0, "override the instance type's IPv4 addresses per ENI, primary included")
+
+	fs.DurationVar(&a.Cooldown, "cooldown", pool.DefaultCooldown, "how long a freed pod address rests before reuse")
+	fs.DurationVar(&a.MaxAddWait, "max-add-wait", daemon.DefaultMaxAddWait,
+		"how long an ADD waits on an empty pool before answering try-again-later (keep below the plugin's timeout)")
+	fs.StringVar(&a.CheckpointPath, "checkpoint", "/var/lib/allot/checkpoint.json", "allocation checkpoint file")
+	fs.StringVar(&a.SocketPath, "socket", plugin.DefaultAgentSocket, "CNI unix socket (mode 0600)")
+	fs.StringVar(&a.IntrospectAddr, "introspect-addr", "127.0.0.1:61679", "loopback address of /v1/enis, /v1/pods, /healthz, /metrics (empty: off)")
+	fs.StringVar(&a.DelQueueDir, "del-queue-dir", plugin.DefaultDelQueueDir, "directory where the plugin queues DELs while the agent is down (empty: no replay)")
+	fs.DurationVar(&a.DelQueueInterval, "del-queue-interval", daemon.DefaultDelQueueInterval, "how often the DEL queue is replayed after start")
+	fs.BoolVar(&a.ExternalSNAT, "external-snat", false, "leave SNAT of traffic leaving the VPC to an external NAT (AWS_VPC_K8S_CNI_EXTERNALSNAT)")
+	exclude := fs.String("snat-exclude-cidrs", "", "comma-separated CIDRs outside the VPC that pods reach without SNAT")
+	fs.IntVar(&a.MTU, "mtu", 0, "MTU of ENI links and pod veths (0: leave as is)")
+	fs.DurationVar(&a.UsageInterval, "usage-interval", 0, "batch usage reports to the broker at most this often (0: 1s)")
+	fs.DurationVar(&a.HeartbeatInterval, "heartbeat-interval", 0, "liveness heartbeat to the broker (0: 10s)")
+	fs.StringVar(&c.nodeNetNS, "node-netns", "", "network namespace path of the node (empty: the agent's own)")
+	level := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if c.imdsEndpoint == "" {
+		return c, errors.New("--imds-endpoint is required (on EC2: http://169.254.169.254)")
+	}
+	c.brokers = splitList(*brokers)
+	if len(c.brokers) == 0 {
+		return c, errors.New("--broker is required")
+	}
+	a.Mode = daemon.Mode(*mode)
+	for _, s := range splitList(*exclude) {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return c, fmt.Errorf("--snat-exclude-cidrs: %w", err)
+		}
+		a.SNATExcludeCIDRs = append(a.SNATExcludeCIDRs, p.Masked())
+	}
+	if err := c.logLevel.UnmarshalText([]byte(*level)); err != nil {
+		return c, fmt.Errorf("--log-level: %w", err)
+	}
+	if (c.brokerCert == "") != (c.brokerKey == "") {
+		return c, errors.New("--broker-cert and --broker-key go together")
+	}
+	if c.brokerCert != "" && c.brokerCA == "" {
+		return c, errors.New("--broker-cert needs --broker-ca")
+	}
+	if a.Cooldown == 0 {
+		a.Cooldown = -1 // an explicit 0 on the command line means none
+	}
+	return c, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, x := range strings.Split(s, ",") {
+		if x = strings.TrimSpace(x); x != "" {
+			out = append(out, x)
+		}
+	}
+	return out
+}

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"io"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/allotnet/allot/agent/daemon"
+)
+
+func TestParseFlagsRequiresEndpoints(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--broker=127.0.0.1:7600"}, "--imds-endpoint is required"},
+		{[]string{"--imds-endpoint=http://127.0.0.1:1"}, "--broker is required"},
+		{[]string{"--imds-endpoint=http://127.0.0.1:1", "--broker=b:1", "--broker-cert=c"}, "go together"},
+		{[]string{"--imds-endpoint=http://127.0.0.1:1", "--broker=b:1", "--snat-exclude-cidrs=nope"}, "--snat-exclude-cidrs"},
+		{[]string{"--imds-endpoint=http://127.0.0.1:1", "--broker=b:1", "stray"}, "unexpected arguments"},
+	} {
+		_, err := parseFlags(tc.args, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("parseFlags(%v) = %v, want an error mentioning %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	c, err := parseFlags([]string{
+		"--imds-endpoint=http://127.0.0.1:9999", "--broker=10.1.0.1:7600, 10.1.0.2:7600",
+		"--mode=prefix", "--warm-prefix-target=2", "--max-enis=3", "--cooldown=0",
+		"--max-add-wait=5s", "--snat-exclude-cidrs=192.168.0.0/16,172.16.1.7/12", "--external-snat",
+		"--checkpoint=/tmp/x/ck.json", "--introspect-addr=",
+	}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := c.agent
+	if !slices.Equal(c.brokers, []string{"10.1.0.1:7600", "10.1.0.2:7600"}) {
+		t.Errorf("brokers %v", c.brokers)
+	}
+	if a.Mode != daemon.ModePrefix || a.Warm.WarmPrefixes != 2 || a.Warm.MaxENIs != 3 {
+		t.Errorf("mode/targets %v %+v", a.Mode, a.Warm)
+	}
+	if a.Cooldown >= 0 {
+		t.Errorf("--cooldown=0 gave %v, want negative (no cooldown)", a.Cooldown)
+	}
+	if a.MaxAddWait != 5*time.Second || !a.ExternalSNAT || a.CheckpointPath != "/tmp/x/ck.json" || a.IntrospectAddr != "" {
+		t.Errorf("config %+v", a)
+	}
+	want := []netip.Prefix{netip.MustParsePrefix("192.168.0.0/16"), netip.MustParsePrefix("172.16.0.0/12")}
+	if !slices.Equal(a.SNATExcludeCIDRs, want) {
+		t.Errorf("exclude %v, want %v", a.SNATExcludeCIDRs, want)
+	}
+	// Defaults: the plugin's socket and queue, the 30 s cooldown.
+	d, err := parseFlags([]string{"--imds-endpoint=http://127.0.0.1:9999", "--broker=b:1"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.agent.SocketPath != "/run/allot/cni.sock" || d.agent.DelQueueDir != "/var/lib/allot/del-queue" || d.agent.Cooldown != 30*time.Second {
+		t.Errorf("defaults %+v", d.agent)
+	}
+}

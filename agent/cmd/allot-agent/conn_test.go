@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/allotnet/allot/agent/brokerlink/brokertest"
+	"github.com/allotnet/allot/awssim"
+	"github.com/allotnet/allot/awssim/scenario"
+	allotv1 "github.com/allotnet/allot/proto/allot/v1"
+)
+
+// With several broker addresses, the connection reaches whichever answers.
+func TestDialBrokerFallsBackToAnswering(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sim, err := awssim.Start(ctx, awssim.Config{
+		Scenario: scenario.Scenario{Region: "us-east-1",
+			VPCs: []scenario.VPC{{CIDRs: []string{"10.0.0.0/16"},
+				Subnets: []scenario.Subnet{{Name: "a", CIDR: "10.0.0.0/20", AZ: "us-east-1a"}}}},
+			Instances: []scenario.Instance{{Subnet: "a", Type: "m5.large"}}},
+		AdminAddr: "off",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sim.Close()
+	live := brokertest.Start(t, sim.World())
+
+	// A port nobody listens on.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := l.Addr().String()
+	l.Close()
+
+	conn, err := dialBroker(config{brokers: []string{dead, live.Addr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	inst := sim.World().Instances()[0]
+	prim := inst.NetworkInterfaces[0]
+	_, err = allotv1.NewNodeServiceClient(conn).Register(ctx, &allotv1.RegisterRequest{Node: &allotv1.NodeIdentity{
+		InstanceId: inst.ID, InstanceType: inst.Type, AvailabilityZone: inst.AvailabilityZone, VpcId: inst.VPCID,
+		SubnetId: inst.SubnetID, PrimaryEniId: prim.ID, PrimaryMac: prim.MAC, PrimaryIp: prim.PrivateIP,
+		VpcCidrs: []string{"10.0.0.0/16"},
+	}})
+	if err != nil {
+		t.Fatalf("register through the address list: %v", err)
+	}
+	if live.Registration(inst.ID) == nil {
+		t.Fatal("the answering broker did not see the registration")
+	}
+}

@@ -1,0 +1,76 @@
+// Command allot-agent is allot's node agent: it keeps the node's warm pool
+// of VPC addresses (supplied by the broker), wires pods with netlink, and
+// answers the allot CNI plugin on a unix socket.
+//
+// The IMDS endpoint has no default: pass --imds-endpoint=http://169.254.169.254
+// on EC2 (and an awssim address in tests and demos). SIGINT or SIGTERM stops
+// it gracefully: the socket stops taking calls, calls in flight finish,
+// state is already on disk.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/allotnet/allot/agent/daemon"
+	"github.com/allotnet/allot/agent/hostnet"
+	"github.com/allotnet/allot/agent/identity"
+	allotv1 "github.com/allotnet/allot/proto/allot/v1"
+)
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:], os.Stderr)
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(os.Stderr, "allot-agent: %v\n", err)
+		}
+		os.Exit(2)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cfg, log); err != nil {
+		log.Error("allot-agent failed", "err", err)
+		os.Exit(1)
+	}
+	log.Info("allot-agent stopped")
+}
+
+// run builds the agent's dependencies from cfg and runs it until ctx ends.
+func run(ctx context.Context, cfg config, log *slog.Logger) error {
+	imds, err := identity.NewClient(cfg.imdsEndpoint)
+	if err != nil {
+		return err
+	}
+	netw, err := hostnet.New(hostnet.Config{NodeNetNS: cfg.nodeNetNS, Logger: log.With("component", "hostnet")})
+	if err != nil {
+		return fmt.Errorf("open host network: %w", err)
+	}
+	defer netw.Close()
+	conn, err := dialBroker(cfg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if cfg.brokerCA == "" {
+		log.Warn("talking to the broker in plaintext; use --broker-ca (and --broker-cert) outside tests")
+	}
+	agent, err := daemon.New(cfg.agent, daemon.Deps{
+		IMDS:    imds,
+		Network: netw,
+		Broker:  allotv1.NewNodeServiceClient(conn),
+		Logger:  log,
+	})
+	if err != nil {
+		return err
+	}
+	log.Info("allot-agent starting", "imds", cfg.imdsEndpoint, "brokers", cfg.brokers, "mode", cfg.agent.Mode,
+		"checkpoint", cfg.agent.CheckpointPath, "socket", cfg.agent.SocketPath)
+	return agent.Run(ctx)
+}

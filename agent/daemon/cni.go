@@ -1,0 +1,194 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	current "github.com/containernetworking/cni/pkg/types/100"
+
+	"github.com/allotnet/allot/agent/cniserver"
+	"github.com/allotnet/allot/agent/hostnet"
+	"github.com/allotnet/allot/agent/pool"
+)
+
+func keyOf(a cniserver.Attachment) pool.Key {
+	return pool.Key{Network: a.Network, ContainerID: a.ContainerID, IfName: a.IfName}
+}
+
+func hostAttachment(a cniserver.Attachment) hostnet.Attachment {
+	return hostnet.Attachment{Network: a.Network, ContainerID: a.ContainerID, IfName: a.IfName}
+}
+
+// Add gives the attachment an address from the pool — recorded durably
+// before anything else happens — and wires the pod. An empty pool makes it
+// wait (bounded by MaxAddWait) for capacity the broker is delivering, then
+// fail with cniserver.ErrPoolEmpty ("try again later"). A retried ADD gets
+// the same address. If the pod can't be wired, what was set up is torn down
+// and the address goes back to the pool; if even the teardown fails, the
+// record stays for the DEL the runtime sends after a failed ADD.
+func (a *Agent) Add(ctx context.Context, req cniserver.Request) (res cniserver.AddResult, err error) {
+	if !a.ready.Load() {
+		return res, fmt.Errorf("add %s: %w", req.Attachment, cniserver.ErrNotReady)
+	}
+	start := time.Now()
+	defer func() { a.tel.request(ctx, "add", start, err) }()
+	key := keyOf(req.Attachment)
+	unlock := a.keys.lock(key)
+	defer unlock()
+
+	al, err := a.pool.Add(ctx, key, pool.PodInfo{
+		HostVeth: hostnet.HostVethName(hostAttachment(req.Attachment)), Netns: req.NetNS,
+		PodNamespace: req.PodNamespace, PodName: req.PodName,
+	})
+	switch {
+	case errors.Is(err, pool.ErrNoAddress):
+		return res, fmt.Errorf("add %s: %w; the broker has been told and the runtime should retry: %w",
+			req.Attachment, cniserver.ErrPoolEmpty, err)
+	case errors.Is(err, pool.ErrInvalidKey):
+		return res, fmt.Errorf("add %s: %w: %w", req.Attachment, cniserver.ErrInvalidRequest, err)
+	case err != nil:
+		return res, fmt.Errorf("add %s: %w", req.Attachment, err)
+	}
+
+	pc := a.podConfig(al, req.NetNS)
+	a.netMu.RLock()
+	defer a.netMu.RUnlock()
+	pr, err := a.net.SetupPod(pc)
+	if err != nil {
+		if terr := a.net.TeardownPod(pc); terr != nil {
+			a.log.Error("pod setup failed and so did its teardown; address kept for the runtime's DEL",
+				"attachment", req.Attachment.String(), "addr", al.Addr, "err", err, "teardown_err", terr)
+		} else if _, _, derr := a.pool.Del(key); derr != nil {
+			a.log.Error("pod setup failed; address not returned to the pool", "attachment", req.Attachment.String(),
+				"addr", al.Addr, "err", derr)
+		}
+		return res, fmt.Errorf("add %s: set up pod network: %w", req.Attachment, hostError(err))
+	}
+	return cniserver.AddResult{
+		Address:      netip.PrefixFrom(al.Addr, 32),
+		Gateway:      pr.Gateway,
+		HostIfName:   pr.HostVeth,
+		HostMAC:      pr.HostVethMAC,
+		ContainerMAC: pr.PodMAC,
+		ENIID:        al.ENIID,
+	}, nil
+}
+
+// hostError marks host-network errors that are the request's fault.
+func hostError(err error) error {
+	if errors.Is(err, hostnet.ErrInvalidConfig) || errors.Is(err, hostnet.ErrNetNSGone) {
+		return fmt.Errorf("%w: %w", cniserver.ErrInvalidRequest, err)
+	}
+	return err
+}
+
+// Del tears the pod's network down and then frees its address (which cools
+// down before reuse). The teardown comes first, so a freed address is never
+// still routed to the old pod; if it fails, the address stays held and the
+// DEL fails, for the runtime to retry. Del is idempotent, and since the key
+// is the attachment, a DEL for an old sandbox of a same-named pod never
+// touches the new one. A DEL replayed from the plugin's queue leaves alone
+// an allocation made after it was queued.
+func (a *Agent) Del(ctx context.Context, req cniserver.Request) (err error) {
+	if !a.ready.Load() {
+		return fmt.Errorf("del %s: %w", req.Attachment, cniserver.ErrNotReady)
+	}
+	start := time.Now()
+	defer func() { a.tel.request(ctx, "del", start, err) }()
+	key := keyOf(req.Attachment)
+	unlock := a.keys.lock(key)
+	defer unlock()
+	a.netMu.RLock()
+	defer a.netMu.RUnlock()
+	return a.delLocked(key, req)
+}
+
+// delLocked is Del under the key lock and netMu's read side.
+func (a *Agent) delLocked(key pool.Key, req cniserver.Request) error {
+	al, ok := a.pool.Get(key)
+	if !ok {
+		// No record, but host pieces of an attachment are named after it
+		// alone, so removing whatever has its name can't touch another pod.
+		att := hostAttachment(req.Attachment)
+		if att.Validate() != nil {
+			return nil // nothing of ours can carry a name we'd refuse
+		}
+		if err := a.net.TeardownPod(hostnet.PodConfig{Attachment: att, NetNS: req.NetNS, MTU: a.cfg.MTU}); err != nil {
+			return fmt.Errorf("del %s: tear down unrecorded pod network: %w", req.Attachment, err)
+		}
+		return nil
+	}
+	if !req.QueuedAt.IsZero() && al.Created.After(req.QueuedAt) {
+		a.log.Info("queued DEL is older than the allocation; left alone", "attachment", req.Attachment.String(),
+			"queued_at", req.QueuedAt, "created", al.Created)
+		return nil
+	}
+	netns := req.NetNS
+	if netns == "" {
+		netns = al.Netns
+	}
+	if err := a.net.TeardownPod(a.podConfig(al, netns)); err != nil {
+		return fmt.Errorf("del %s: tear down pod network (address %s kept until this succeeds): %w",
+			req.Attachment, al.Addr, err)
+	}
+	if _, _, err := a.pool.Del(key); err != nil {
+		return fmt.Errorf("del %s: %w", req.Attachment, err)
+	}
+	return nil
+}
+
+// Check verifies that the attachment is recorded, that prevResult (when
+// sent) names its address, and that every host piece is in place.
+func (a *Agent) Check(ctx context.Context, req cniserver.Request) (err error) {
+	if !a.ready.Load() {
+		return fmt.Errorf("check %s: %w", req.Attachment, cniserver.ErrNotReady)
+	}
+	start := time.Now()
+	defer func() { a.tel.request(ctx, "check", start, err) }()
+	key := keyOf(req.Attachment)
+	unlock := a.keys.lock(key)
+	defer unlock()
+	al, ok := a.pool.Get(key)
+	if !ok {
+		return fmt.Errorf("check %s: %w", req.Attachment, cniserver.ErrUnknownAttachment)
+	}
+	if len(req.PrevResult) > 0 {
+		if err := prevResultHolds(req.PrevResult, al.Addr); err != nil {
+			return fmt.Errorf("check %s: %w", req.Attachment, err)
+		}
+	}
+	a.netMu.RLock()
+	defer a.netMu.RUnlock()
+	err = a.net.CheckPod(a.podConfig(al, req.NetNS))
+	var ce *hostnet.CheckError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ce), errors.Is(err, hostnet.ErrNetNSGone):
+		return fmt.Errorf("check %s: %w: %w", req.Attachment, cniserver.ErrCheckFailed, err)
+	}
+	return fmt.Errorf("check %s: %w", req.Attachment, hostError(err))
+}
+
+// prevResultHolds checks that the runtime's prevResult (converted to the
+// current spec version by the plugin) holds addr as the pod's /32.
+func prevResultHolds(raw []byte, addr netip.Addr) error {
+	r, err := current.NewResult(raw)
+	if err != nil {
+		return fmt.Errorf("%w: prevResult: %v", cniserver.ErrInvalidRequest, err)
+	}
+	prev, err := current.GetResult(r)
+	if err != nil {
+		return fmt.Errorf("%w: prevResult: %v", cniserver.ErrInvalidRequest, err)
+	}
+	want := netip.PrefixFrom(addr, 32).String()
+	for _, ip := range prev.IPs {
+		if ip.Address.String() == want {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: prevResult does not hold the recorded address %s", cniserver.ErrCheckFailed, want)
+}

@@ -1,0 +1,187 @@
+package daemon
+
+import (
+	"encoding/json"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	current "github.com/containernetworking/cni/pkg/types/100"
+
+	"github.com/allotnet/allot/agent/checkpoint"
+	"github.com/allotnet/allot/agent/cniserver"
+	"github.com/allotnet/allot/agent/hostnet"
+)
+
+// Same pod name, new sandbox: the old sandbox's DEL arriving after the new
+// ADD leaves the new pod's address and network alone.
+func TestDelOfOldSandboxSparesNewOne(t *testing.T) {
+	e := newEnv(t)
+	a := e.start(e.config(), hostnet.NewRecorder())
+	e.deliver(a, 3)
+	oldReq, newReq := podReq("sandbox-old", "web-0"), podReq("sandbox-new", "web-0")
+	old := mustAdd(t, a, oldReq)
+	cur := mustAdd(t, a, newReq)
+	if old.Address == cur.Address {
+		t.Fatalf("two live sandboxes share %v", cur.Address)
+	}
+	if err := a.Del(ctxT(t), oldReq); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Del(ctxT(t), oldReq); err != nil {
+		t.Fatalf("repeated DEL: %v", err)
+	}
+	al, ok := a.Pool().Get(keyOf(newReq.Attachment))
+	if !ok || al.Addr != cur.Address.Addr() {
+		t.Fatalf("new sandbox's allocation after old DEL: %+v %v, want %v", al, ok, cur.Address)
+	}
+	if addr, ok := wired(a.net, newReq); !ok || addr != cur.Address.Addr() {
+		t.Fatalf("new sandbox's wiring after old DEL: %v %v", addr, ok)
+	}
+	if _, ok := wired(a.net, oldReq); ok {
+		t.Fatal("old sandbox still wired after its DEL")
+	}
+	// The old address cools down: it is not handed to the next pod.
+	next := mustAdd(t, a, podReq("sandbox-3", "web-1"))
+	if next.Address == old.Address {
+		t.Fatalf("freed address %v reused at once, before its cooldown", old.Address)
+	}
+	var states []checkpoint.AddressState
+	for _, ad := range a.Pool().Snapshot().Addresses {
+		if ad.Addr == old.Address.Addr() {
+			states = append(states, ad.State)
+		}
+	}
+	if !slices.Equal(states, []checkpoint.AddressState{checkpoint.Cooling}) {
+		t.Fatalf("old address states %v, want cooling", states)
+	}
+}
+
+// A DEL whose teardown fails keeps the address: it may still be routed to
+// the pod.
+func TestDelTeardownFailureKeepsAddress(t *testing.T) {
+	e := newEnv(t)
+	net := hostnet.NewRecorder()
+	a := e.start(e.config(), net)
+	e.deliver(a, 1)
+	req := podReq("c1", "web-0")
+	mustAdd(t, a, req)
+	net.FailNext(hostnet.OpTeardownPod, errors.New("injected: netlink busy"))
+	if err := a.Del(ctxT(t), req); err == nil {
+		t.Fatal("DEL succeeded though teardown failed")
+	}
+	if _, ok := a.Pool().Get(keyOf(req.Attachment)); !ok {
+		t.Fatal("allocation freed though its teardown failed")
+	}
+	if err := a.Del(ctxT(t), req); err != nil {
+		t.Fatalf("retried DEL: %v", err)
+	}
+	if _, ok := a.Pool().Get(keyOf(req.Attachment)); ok {
+		t.Fatal("allocation kept after a successful DEL")
+	}
+}
+
+// A DEL replayed from the plugin's queue doesn't remove an allocation made
+// after it was queued.
+func TestQueuedDelSparesLaterAdd(t *testing.T) {
+	e := newEnv(t)
+	a := e.start(e.config(), hostnet.NewRecorder())
+	e.deliver(a, 1)
+	req := podReq("c1", "web-0")
+	queued := req
+	queued.QueuedAt = time.Now().Add(-time.Minute)
+	mustAdd(t, a, req)
+	if err := a.Del(ctxT(t), queued); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := a.Pool().Get(keyOf(req.Attachment)); !ok {
+		t.Fatal("a DEL queued before the ADD removed it")
+	}
+}
+
+func TestCheck(t *testing.T) {
+	e := newEnv(t)
+	net := hostnet.NewRecorder()
+	a := e.start(e.config(), net)
+	e.deliver(a, 2)
+	req := podReq("c1", "web-0")
+	res := mustAdd(t, a, req)
+	prev := func(addr string) []byte {
+		r := &current.Result{CNIVersion: "1.1.0", IPs: []*current.IPConfig{{Address: mustIPNet(t, addr)}}}
+		b, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	ok := req
+	ok.PrevResult = prev(res.Address.String())
+	if err := a.Check(ctxT(t), ok); err != nil {
+		t.Fatalf("check of a healthy pod: %v", err)
+	}
+	wrong := req
+	wrong.PrevResult = prev("10.9.9.9/32")
+	if err := a.Check(ctxT(t), wrong); !errors.Is(err, cniserver.ErrCheckFailed) {
+		t.Fatalf("check with another address in prevResult: %v, want ErrCheckFailed", err)
+	}
+	garbage := req
+	garbage.PrevResult = []byte("{not json")
+	if err := a.Check(ctxT(t), garbage); !errors.Is(err, cniserver.ErrInvalidRequest) {
+		t.Fatalf("check with garbage prevResult: %v, want ErrInvalidRequest", err)
+	}
+	if err := a.Check(ctxT(t), podReq("nobody", "x")); !errors.Is(err, cniserver.ErrUnknownAttachment) {
+		t.Fatalf("check of unknown attachment: %v, want ErrUnknownAttachment", err)
+	}
+	// The pod's wiring disappears behind the agent's back.
+	if err := net.TeardownPod(hostnet.PodConfig{Attachment: hostAttachment(req.Attachment)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Check(ctxT(t), req); !errors.Is(err, cniserver.ErrCheckFailed) {
+		t.Fatalf("check of a pod whose wiring is gone: %v, want ErrCheckFailed", err)
+	}
+}
+
+// GC removes exactly the attachments of its network that are not listed,
+// and host devices no record accounts for.
+func TestGCRemovesUnlistedAttachmentsAndStrays(t *testing.T) {
+	e := newEnv(t)
+	net := hostnet.NewRecorder()
+	a := e.start(e.config(), net)
+	e.deliver(a, 5)
+	keep, drop := podReq("keep", "a"), podReq("drop", "b")
+	other := podReq("other-net", "c")
+	other.Attachment.Network = "other"
+	for _, r := range []cniserver.Request{keep, drop, other} {
+		mustAdd(t, a, r)
+	}
+	// A veth no record accounts for (an agent that lost state once).
+	stray := hostnet.PodConfig{Attachment: hostnet.Attachment{Network: "allot", ContainerID: "ghost", IfName: "eth0"},
+		NetNS: "/var/run/netns/ghost", Address: mustAddr(t, "10.0.15.250")}
+	if _, err := net.SetupPod(stray); err != nil {
+		t.Fatal(err)
+	}
+	removed, err := a.GC(ctxT(t), cniserver.GCRequest{Network: "allot", Valid: []cniserver.Attachment{keep.Attachment}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(removed, []cniserver.Attachment{drop.Attachment}) {
+		t.Fatalf("gc removed %v, want only %v", removed, drop.Attachment)
+	}
+	for _, r := range []cniserver.Request{keep, other} {
+		if _, ok := a.Pool().Get(keyOf(r.Attachment)); !ok {
+			t.Fatalf("gc removed the record of %v", r.Attachment)
+		}
+		if _, ok := wired(net, r); !ok {
+			t.Fatalf("gc removed the wiring of %v", r.Attachment)
+		}
+	}
+	if _, ok := wired(net, drop); ok {
+		t.Fatal("gc left the dropped attachment wired")
+	}
+	for _, p := range net.Pods() {
+		if p.Attachment == stray.Attachment {
+			t.Fatal("gc left the stray veth")
+		}
+	}
+}

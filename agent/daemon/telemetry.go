@@ -1,0 +1,97 @@
+package daemon
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+
+	"github.com/allotnet/allot/agent/cniserver"
+)
+
+// telemetry holds the agent's OpenTelemetry instruments. Without an
+// introspection address they are no-ops.
+type telemetry struct {
+	requests metric.Int64Counter
+	duration metric.Float64Histogram
+}
+
+const meterName = "github.com/allotnet/allot/agent"
+
+func newTelemetry(a *Agent) (*telemetry, error) {
+	var m metric.Meter = noop.NewMeterProvider().Meter(meterName)
+	if a.metrics != nil {
+		m = a.metrics.Meter(meterName)
+	}
+	t := &telemetry{}
+	var err error
+	if t.requests, err = m.Int64Counter("allot.agent.cni.requests",
+		metric.WithDescription("CNI requests served, by verb and result (ok or the error's gRPC code)")); err != nil {
+		return nil, err
+	}
+	if t.duration, err = m.Float64Histogram("allot.agent.cni.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time to serve a CNI request, waiting for an address included"),
+		metric.WithExplicitBucketBoundaries(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30)); err != nil {
+		return nil, err
+	}
+	addrs, err := m.Int64ObservableGauge("allot.agent.pool.addresses",
+		metric.WithDescription("Pool addresses by state (free, cooling, assigned, releasing)"))
+	if err != nil {
+		return nil, err
+	}
+	enis, err := m.Int64ObservableGauge("allot.agent.pool.enis", metric.WithDescription("ENIs in the pool"))
+	if err != nil {
+		return nil, err
+	}
+	pending, err := m.Int64ObservableGauge("allot.agent.adds.waiting",
+		metric.WithDescription("ADDs waiting for an address right now"))
+	if err != nil {
+		return nil, err
+	}
+	unconfirmed, err := m.Int64ObservableGauge("allot.agent.addresses.unconfirmed",
+		metric.WithDescription("Addresses the broker delivered that IMDS doesn't show yet"))
+	if err != nil {
+		return nil, err
+	}
+	connected, err := m.Int64ObservableGauge("allot.agent.broker.connected",
+		metric.WithDescription("1 while the broker answers, else 0"))
+	if err != nil {
+		return nil, err
+	}
+	_, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		if !a.ready.Load() {
+			return nil
+		}
+		s := a.pool.Stats()
+		free := s.Total - s.Assigned - s.Cooling
+		for state, n := range map[string]int{"free": free, "cooling": s.Cooling, "assigned": s.Assigned, "releasing": s.Releasing} {
+			o.ObserveInt64(addrs, int64(n), metric.WithAttributes(attribute.String("state", state)))
+		}
+		o.ObserveInt64(enis, int64(s.ENIs))
+		o.ObserveInt64(pending, int64(a.pool.Pending()))
+		bs := a.link.Status()
+		o.ObserveInt64(unconfirmed, int64(bs.Unconfirmed))
+		c := int64(0)
+		if bs.Connected {
+			c = 1
+		}
+		o.ObserveInt64(connected, c)
+		return nil
+	}, addrs, enis, pending, unconfirmed, connected)
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// request records one CNI request.
+func (t *telemetry) request(ctx context.Context, verb string, start time.Time, err error) {
+	result := "ok"
+	if err != nil {
+		result = cniserver.Code(err).String()
+	}
+	t.requests.Add(ctx, 1, metric.WithAttributes(attribute.String("verb", verb), attribute.String("result", result)))
+	t.duration.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(attribute.String("verb", verb)))
+}

@@ -1,0 +1,159 @@
+// Package introspect serves the agent's node-local introspection over HTTP
+// on a loopback address: /v1/enis and /v1/pods (JSON, the views operators
+// know from aws-vpc-cni), /healthz, and /metrics (OpenTelemetry instruments
+// through a Prometheus exporter).
+package introspect
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"time"
+)
+
+// ENI is one interface of the node's pool.
+type ENI struct {
+	ID          string    `json:"id"`
+	MAC         string    `json:"mac"`
+	DeviceIndex int       `json:"deviceIndex"`
+	Primary     bool      `json:"primary,omitempty"`
+	SubnetID    string    `json:"subnetID,omitempty"`
+	SubnetCIDR  string    `json:"subnetCIDR,omitempty"`
+	PrimaryIP   string    `json:"primaryIP,omitempty"`
+	Addresses   []Address `json:"addresses"`
+}
+
+// Address is one pool address and who holds it.
+type Address struct {
+	Addr   string `json:"addr"`
+	Prefix string `json:"prefix,omitempty"`
+	// State is free, cooling, assigned or releasing.
+	State     string    `json:"state"`
+	CoolUntil time.Time `json:"coolUntil,omitzero"`
+	ReleaseID string    `json:"releaseID,omitempty"`
+	// Attachment is network/containerID/ifname of the holder.
+	Attachment string `json:"attachment,omitempty"`
+}
+
+// Pod is one CNI attachment holding an address.
+type Pod struct {
+	Network      string    `json:"network"`
+	ContainerID  string    `json:"containerID"`
+	IfName       string    `json:"ifname"`
+	Addr         string    `json:"addr"`
+	ENIID        string    `json:"eniID"`
+	HostVeth     string    `json:"hostVeth,omitempty"`
+	Netns        string    `json:"netns,omitempty"`
+	PodNamespace string    `json:"podNamespace,omitempty"`
+	PodName      string    `json:"podName,omitempty"`
+	Created      time.Time `json:"created"`
+}
+
+// Health is the agent's readiness and its broker link.
+type Health struct {
+	// Ready is true once the agent restored its state and serves CNI.
+	Ready           bool   `json:"ready"`
+	BrokerConnected bool   `json:"brokerConnected"`
+	BrokerError     string `json:"brokerError,omitempty"`
+	// Detail says why the agent is not ready.
+	Detail string `json:"detail,omitempty"`
+}
+
+// Source is what introspection reads; the agent implements it.
+type Source interface {
+	ENIs() []ENI
+	Pods() []Pod
+	Health() Health
+}
+
+// Server is the introspection HTTP server.
+type Server struct {
+	srv *http.Server
+	lis net.Listener
+	log *slog.Logger
+}
+
+// Listen binds addr, which must be a loopback address: what it serves
+// describes every pod on the node and is meant for the node's operator only.
+// metrics may be nil (no /metrics).
+func Listen(addr string, src Source, metrics *Metrics, log *slog.Logger) (*Server, error) {
+	if err := checkLoopback(addr); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("introspection listener: %w", err)
+	}
+	return &Server{
+		srv: &http.Server{Handler: Handler(src, metrics), ReadHeaderTimeout: 5 * time.Second},
+		lis: lis, log: log,
+	}, nil
+}
+
+func checkLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("introspection address %q: %w", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil || !ip.IsLoopback() {
+		return fmt.Errorf("introspection address %q must be on loopback (127.0.0.1, ::1 or localhost)", addr)
+	}
+	return nil
+}
+
+// Addr is the bound address.
+func (s *Server) Addr() string { return s.lis.Addr().String() }
+
+// Serve serves until Shutdown.
+func (s *Server) Serve() error {
+	if err := s.srv.Serve(s.lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve introspection: %w", err)
+	}
+	return nil
+}
+
+// Shutdown stops serving, letting requests in flight finish until ctx ends.
+func (s *Server) Shutdown(ctx context.Context) error { return s.srv.Shutdown(ctx) }
+
+// Handler returns the introspection routes; metrics may be nil.
+func Handler(src Source, metrics *Metrics) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/enis", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, src.ENIs())
+	})
+	mux.HandleFunc("GET /v1/pods", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, src.Pods())
+	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		h := src.Health()
+		code := http.StatusOK
+		if !h.Ready {
+			code = http.StatusServiceUnavailable
+		}
+		writeJSON(w, code, h)
+	})
+	if metrics != nil {
+		mux.Handle("GET /metrics", metrics.Handler())
+	}
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}

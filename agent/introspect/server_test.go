@@ -1,0 +1,96 @@
+package introspect
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"go.opentelemetry.io/otel/metric"
+)
+
+type fakeSource struct{ h Health }
+
+func (f fakeSource) ENIs() []ENI {
+	return []ENI{{ID: "eni-1", MAC: "02:00:00:00:00:01", Primary: true,
+		Addresses: []Address{{Addr: "10.0.0.5", State: "assigned", Attachment: "n/c1/eth0"}}}}
+}
+func (f fakeSource) Pods() []Pod {
+	return []Pod{{Network: "n", ContainerID: "c1", IfName: "eth0", Addr: "10.0.0.5"}}
+}
+func (f fakeSource) Health() Health { return f.h }
+
+func serve(t *testing.T, src Source, m *Metrics) string {
+	t.Helper()
+	s, err := Listen("127.0.0.1:0", src, m, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = s.Serve() }()
+	t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
+	return "http://" + s.Addr()
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestEndpoints(t *testing.T) {
+	m, err := NewMetrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := m.Meter("test").Int64Counter("allot.test.things")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Add(context.Background(), 3, metric.WithAttributes())
+	base := serve(t, fakeSource{h: Health{Ready: true, BrokerConnected: true}}, m)
+
+	code, body := get(t, base+"/v1/enis")
+	var enis []ENI
+	if code != 200 || json.Unmarshal([]byte(body), &enis) != nil || len(enis) != 1 || enis[0].Addresses[0].Attachment != "n/c1/eth0" {
+		t.Fatalf("/v1/enis: %d %s", code, body)
+	}
+	code, body = get(t, base+"/v1/pods")
+	var pods []Pod
+	if code != 200 || json.Unmarshal([]byte(body), &pods) != nil || len(pods) != 1 || pods[0].Addr != "10.0.0.5" {
+		t.Fatalf("/v1/pods: %d %s", code, body)
+	}
+	if code, body = get(t, base+"/healthz"); code != 200 || !strings.Contains(body, `"ready": true`) {
+		t.Fatalf("/healthz: %d %s", code, body)
+	}
+	if code, body = get(t, base+"/metrics"); code != 200 || !strings.Contains(body, "allot_test_things_total 3") {
+		t.Fatalf("/metrics: %d %s", code, body)
+	}
+	if code, _ = get(t, base+"/v1/nothing"); code != 404 {
+		t.Fatalf("unknown path: %d", code)
+	}
+}
+
+func TestHealthzNotReady(t *testing.T) {
+	base := serve(t, fakeSource{h: Health{Detail: "restoring state"}}, nil)
+	if code, body := get(t, base+"/healthz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "restoring") {
+		t.Fatalf("/healthz while not ready: %d %s", code, body)
+	}
+	if code, _ := get(t, base+"/metrics"); code != 404 {
+		t.Fatalf("/metrics without metrics: %d", code)
+	}
+}
+
+func TestListenRefusesNonLoopback(t *testing.T) {
+	for _, addr := range []string{"0.0.0.0:0", ":0", "10.0.0.1:61679", "example.com:80"} {
+		if _, err := Listen(addr, fakeSource{}, nil, nil); err == nil {
+			t.Errorf("Listen(%q) accepted a non-loopback address", addr)
+		}
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"testing"
 
 	"github.com/containernetworking/cni/libcni"
@@ -43,7 +42,7 @@ func TestMain(m *testing.M) {
 func buildPlugin(dir string) error {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		return fmt.Errorf("build plugin: the go command is not on PATH: %w", err)
 	}
 	cmd := exec.Command(goBin, "build", "-o", filepath.Join(dir, "allot"), "github.com/allotnet/allot/cni/cmd/allot")
 	if out, err := cmd.CombinedOutput(); err != nil {

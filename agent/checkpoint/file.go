@@ -139,6 +139,11 @@ func (f *File) Save(s State) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.cleaned {
+		// The first save on a new node creates the directory (0700: the
+		// checkpoint is the node's only record of which pod holds what).
+		if err := os.MkdirAll(filepath.Dir(f.path), 0o700); err != nil {
+			return fmt.Errorf("save checkpoint %s: %w", f.path, err)
+		}
 		f.removeStaleTemps()
 		f.cleaned = true
 	}

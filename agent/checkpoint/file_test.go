@@ -332,3 +332,18 @@ func ExampleFile() {
 	// first start
 	// 1
 }
+
+func TestSaveCreatesDirectory(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "var", "lib", "allot", "checkpoint.json")
+	f := New(path)
+	if err := f.Save(State{InstanceID: "i-0123456789abcdef0"}); err != nil {
+		t.Fatalf("first save into a missing directory: %v", err)
+	}
+	got, err := f.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.InstanceID != "i-0123456789abcdef0" {
+		t.Fatalf("loaded instance %q", got.InstanceID)
+	}
+}

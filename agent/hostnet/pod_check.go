@@ -47,8 +47,24 @@ func (l *Linux) CheckPod(c PodConfig) error {
 		return fmt.Errorf("check pod %v: look up %s: %w", c.Attachment, hostName, err)
 	}
 
-	if err := l.checkPodSide(c, host, miss); err != nil {
+	podMAC, err := l.checkPodSide(c, host, miss)
+	if err != nil {
 		return fmt.Errorf("check pod %v: %w", c.Attachment, err)
+	}
+	if host != nil && podMAC != nil {
+		neighs, err := retryDump(func() ([]netlink.Neigh, error) { return l.nl.NeighList(host.Attrs().Index, unix.AF_INET) })
+		if err != nil {
+			return fmt.Errorf("check pod %v: list host neighbours: %w", c.Attachment, err)
+		}
+		var ok bool
+		for _, n := range neighs {
+			if n.IP.Equal(c.Address.AsSlice()) && n.State&netlink.NUD_PERMANENT != 0 && bytes.Equal(n.HardwareAddr, podMAC) {
+				ok = true
+			}
+		}
+		if !ok {
+			miss("host neighbour %s lladdr %s PERMANENT on %s", c.Address, podMAC, hostName)
+		}
 	}
 
 	owner, err := l.routeOwner(c.Address)
@@ -86,29 +102,30 @@ func (l *Linux) CheckPod(c PodConfig) error {
 
 // checkPodSide verifies the pod's end: paired with host (when there is
 // one), up, holding exactly its address, its two routes and the permanent
-// neighbour entry for the gateway.
-func (l *Linux) checkPodSide(c PodConfig, host netlink.Link, miss func(string, ...any)) error {
+// neighbour entry for the gateway. It returns the pod interface's MAC when
+// the interface exists.
+func (l *Linux) checkPodSide(c PodConfig, host netlink.Link, miss func(string, ...any)) (net.HardwareAddr, error) {
 	ifName := c.Attachment.IfName
 	podNS, err := openNetNS(c.NetNS)
 	if errors.Is(err, ErrNetNSGone) {
 		miss("pod netns %s", c.NetNS)
-		return nil
+		return nil, nil
 	} else if err != nil {
-		return err
+		return nil, err
 	}
 	defer podNS.Close()
 	podNL, err := netlink.NewHandleAt(podNS, unix.NETLINK_ROUTE)
 	if err != nil {
-		return fmt.Errorf("open netlink in pod netns: %w", err)
+		return nil, fmt.Errorf("open netlink in pod netns: %w", err)
 	}
 	defer podNL.Close()
 	pod, err := podNL.LinkByName(ifName)
 	if err != nil {
 		if isNotFound(err) {
 			miss("pod interface %s", ifName)
-			return nil
+			return nil, nil
 		}
-		return fmt.Errorf("look up %s in pod netns: %w", ifName, err)
+		return nil, fmt.Errorf("look up %s in pod netns: %w", ifName, err)
 	}
 	if host != nil {
 		if _, ok := l.pairedPeer(host, podNS, podNL, ifName); !ok {
@@ -120,14 +137,14 @@ func (l *Linux) checkPodSide(c PodConfig, host netlink.Link, miss func(string, .
 	}
 	addrs, err := retryDump(func() ([]netlink.Addr, error) { return podNL.AddrList(pod, unix.AF_INET) })
 	if err != nil {
-		return fmt.Errorf("list pod addresses: %w", err)
+		return nil, fmt.Errorf("list pod addresses: %w", err)
 	}
 	if !hasAddr(addrs, host32(c.Address)) {
 		miss("pod address %s/32 on %s", c.Address, ifName)
 	}
 	routes, err := retryDump(func() ([]netlink.Route, error) { return podNL.RouteList(pod, unix.AF_INET) })
 	if err != nil {
-		return fmt.Errorf("list pod routes: %w", err)
+		return nil, fmt.Errorf("list pod routes: %w", err)
 	}
 	var gwRoute, defRoute bool
 	for _, r := range routes {
@@ -146,7 +163,7 @@ func (l *Linux) checkPodSide(c PodConfig, host netlink.Link, miss func(string, .
 	}
 	neighs, err := retryDump(func() ([]netlink.Neigh, error) { return podNL.NeighList(pod.Attrs().Index, unix.AF_INET) })
 	if err != nil {
-		return fmt.Errorf("list pod neighbours: %w", err)
+		return nil, fmt.Errorf("list pod neighbours: %w", err)
 	}
 	var neighOK bool
 	for _, n := range neighs {
@@ -158,7 +175,7 @@ func (l *Linux) checkPodSide(c PodConfig, host netlink.Link, miss func(string, .
 	if !neighOK {
 		miss("pod neighbour %s lladdr <host veth MAC> PERMANENT on %s", PodGateway, ifName)
 	}
-	return nil
+	return pod.Attrs().HardwareAddr, nil
 }
 
 func hasAddr(addrs []netlink.Addr, want *net.IPNet) bool {

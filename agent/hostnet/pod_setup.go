@@ -76,6 +76,9 @@ func (l *Linux) setupPod(c PodConfig, prune bool) (PodResult, error) {
 	if err := l.ensureHostRouting(c, host, prune); err != nil {
 		return fail("host routing", err)
 	}
+	if err := l.ensureHostNeighbour(c, host, pod.Attrs().HardwareAddr); err != nil {
+		return fail("host neighbour", err)
+	}
 	l.log.Debug("pod wired", "attachment", c.Attachment.String(), "host_veth", hostName,
 		"address", c.Address.String(), "device_index", c.DeviceIndex)
 	return PodResult{
@@ -323,4 +326,18 @@ func (l *Linux) mainHostRoutes() ([]netlink.Route, error) {
 
 func isOurVeth(link netlink.Link) bool {
 	return link.Type() == "veth" && strings.HasPrefix(link.Attrs().Name, VethPrefix)
+}
+
+// ensureHostNeighbour resolves the pod address to the pod interface's MAC
+// permanently on the host veth, the mirror of the pod's entry for the
+// gateway: the host never has to ARP for a pod, and a stale entry from an
+// earlier pod with the same address can't linger. It goes away with the
+// veth on teardown.
+func (l *Linux) ensureHostNeighbour(c PodConfig, host netlink.Link, podMAC net.HardwareAddr) error {
+	neigh := &netlink.Neigh{LinkIndex: host.Attrs().Index, Family: unix.AF_INET, State: netlink.NUD_PERMANENT,
+		IP: c.Address.AsSlice(), HardwareAddr: podMAC}
+	if err := l.nl.NeighSet(neigh); err != nil {
+		return fmt.Errorf("set neighbour %s -> %s on %s: %w", c.Address, podMAC, host.Attrs().Name, err)
+	}
+	return nil
 }

@@ -46,7 +46,7 @@ func TestSetupPodWiresBothSides(t *testing.T) {
 	}
 	for _, p := range pods {
 		assertHostSide(t, n, p, rules)
-		assertPodSide(t, p)
+		assertPodSide(t, n, p)
 		if err := n.net.CheckPod(p.cfg); err != nil {
 			t.Errorf("CheckPod(%v): %v", p.cfg.Attachment, err)
 		}
@@ -115,7 +115,7 @@ func assertHostSide(t *testing.T, n *testNode, p *testPod, rules []netlink.Rule)
 	}
 }
 
-func assertPodSide(t *testing.T, p *testPod) {
+func assertPodSide(t *testing.T, n *testNode, p *testPod) {
 	t.Helper()
 	pod, err := p.ns.nl.LinkByName("eth0")
 	if err != nil {
@@ -149,6 +149,23 @@ func assertPodSide(t *testing.T, p *testPod) {
 	}
 	if !ok {
 		t.Errorf("pod neighbours %+v, want %s lladdr %s PERMANENT", neighs, PodGateway, p.res.HostVethMAC)
+	}
+	// The host side mirrors it: the pod address resolves permanently to
+	// the pod interface's MAC on the host veth.
+	host, err := n.node.nl.LinkByName(p.res.HostVeth)
+	if err != nil {
+		t.Fatalf("host veth: %v", err)
+	}
+	hostNeighs, _ := n.node.nl.NeighList(host.Attrs().Index, unix.AF_INET)
+	ok = false
+	for _, nb := range hostNeighs {
+		if nb.IP.Equal(p.cfg.Address.AsSlice()) && nb.State == netlink.NUD_PERMANENT &&
+			nb.HardwareAddr.String() == p.res.PodMAC {
+			ok = true
+		}
+	}
+	if !ok {
+		t.Errorf("host neighbours %+v, want %s lladdr %s PERMANENT", hostNeighs, p.cfg.Address, p.res.PodMAC)
 	}
 }
 
@@ -211,6 +228,9 @@ func TestCheckPodNamesWhatIsMissing(t *testing.T) {
 	if err := p.ns.nl.NeighDel(&netlink.Neigh{LinkIndex: eth0.Attrs().Index, IP: PodGateway.AsSlice(), Family: unix.AF_INET}); err != nil {
 		t.Fatal(err)
 	}
+	if err := n.node.nl.NeighDel(&netlink.Neigh{LinkIndex: host.Attrs().Index, IP: p.cfg.Address.AsSlice(), Family: unix.AF_INET}); err != nil {
+		t.Fatal(err)
+	}
 
 	err := n.net.CheckPod(p.cfg)
 	var ce *CheckError
@@ -221,13 +241,14 @@ func TestCheckPodNamesWhatIsMissing(t *testing.T) {
 		"host route 10.0.1.20/32 dev " + p.res.HostVeth,
 		"rule 1536: from 10.0.1.20/32 lookup 2",
 		"pod neighbour 169.254.1.1",
+		"host neighbour 10.0.1.20 lladdr " + p.res.PodMAC,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("CheckPod error %q does not name %q", err, want)
 		}
 	}
-	if len(ce.Missing) != 3 {
-		t.Errorf("CheckPod found %d missing pieces %q, want exactly the 3 removed", len(ce.Missing), ce.Missing)
+	if len(ce.Missing) != 4 {
+		t.Errorf("CheckPod found %d missing pieces %q, want exactly the 4 removed", len(ce.Missing), ce.Missing)
 	}
 
 	if _, err := n.net.SetupPod(p.cfg); err != nil {

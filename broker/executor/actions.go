@@ -17,13 +17,14 @@ var errWait = errors.New("waiting for EC2")
 // createAttach carries out a CreateAttach action: Create (pre-filled,
 // tagged, ClientToken = intent ID), Attach at the planned device index, and
 // DeleteOnTermination, each behind its own intent.
-func (e *Engine) createAttach(ctx context.Context, rs *runState, a planner.Action, n store.Node) error {
+func (e *Engine) createAttach(ctx context.Context, rs *runState, a planner.Action, n store.Node, begun func()) error {
 	id := NewIntentID(ExecutorIntentPrefix)
 	in, err := e.begin(ctx, rs, store.Intent{
 		ID: id, Kind: store.IntentCreate, InstanceID: a.InstanceID, SubnetID: a.SubnetID,
 		ClientToken: id, DeviceIndex: a.DeviceIndex, Count: a.Count, Prefix: a.Mode == planner.Prefix,
 		Reserved: a.Cost(), Urgent: a.Urgent,
 	})
+	begun()
 	if err != nil {
 		return err
 	}
@@ -224,17 +225,14 @@ func (e *Engine) deleteDetached(ctx context.Context, rs *runState, eni store.ENI
 }
 
 // assign carries out an Assign action: one AssignPrivateIpAddresses.
-func (e *Engine) assign(ctx context.Context, rs *runState, a planner.Action, eni store.ENI) error {
-	subnet := a.SubnetID
-	if subnet == "" {
-		subnet = eni.SubnetID
-	}
+func (e *Engine) assign(ctx context.Context, rs *runState, a planner.Action, eni store.ENI, begun func()) error {
 	now := e.cfg.Now()
 	prefix := a.Mode == planner.Prefix
 	in, err := e.begin(ctx, rs, store.Intent{
-		Kind: store.IntentAssign, InstanceID: a.InstanceID, ENIID: a.ENIID, SubnetID: subnet,
+		Kind: store.IntentAssign, InstanceID: a.InstanceID, ENIID: a.ENIID, SubnetID: a.SubnetID,
 		Count: a.Count, Prefix: prefix, Reserved: a.Cost(), Urgent: a.Urgent,
 	})
+	begun()
 	if err != nil {
 		return err
 	}

@@ -50,7 +50,7 @@ func TestBudgetRefused(t *testing.T) {
 	e := newEnv(t, envOpts{nodes: 1})
 	inst := e.insts[0]
 	ctx := ctxT(t)
-	sn, err := e.st.PutSubnet(ctx, store.Subnet{ID: subnetID, CIDR: "10.0.0.0/19", AvailabilityZone: "us-east-1a", VPCID: inst.VPCID, Usable: 8192 - 5})
+	sn, err := e.st.PutSubnet(ctx, store.Subnet{ID: subnetID, CIDR: "10.0.0.0/17", AvailabilityZone: "us-east-1a", VPCID: inst.VPCID, Usable: 32768 - 5})
 	if err != nil {
 		t.Fatal(err)
 	}

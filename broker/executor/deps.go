@@ -27,6 +27,7 @@ type Store interface {
 	ListENIs(ctx context.Context) ([]store.ENI, error)
 
 	BeginIntent(ctx context.Context, in store.Intent) (store.Intent, error)
+	GetIntent(ctx context.Context, id string) (store.Intent, error)
 	ListIntents(ctx context.Context) ([]store.Intent, error)
 	ListOpenIntents(ctx context.Context) ([]store.Intent, error)
 	PruneIntents(ctx context.Context, olderThan time.Time) (int, error)

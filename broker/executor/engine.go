@@ -121,11 +121,10 @@ var ErrInjectedCrash = errors.New("injected crash")
 type Engine struct {
 	cfg Config
 	log *slog.Logger
-	st  Store
+	st  *serialStore
 	ec2 EC2
 
 	mu    sync.Mutex
-	run   *runState
 	stats Stats
 	unmet map[string]error
 	types map[string]planner.Limits
@@ -150,15 +149,12 @@ func New(cfg Config) *Engine {
 // error only when it cannot go on (or a test hook crashed it). Run must not
 // be called twice at once.
 func (e *Engine) Run(ctx context.Context) error {
-	if e.cfg.Cluster == "" || e.st == nil || e.ec2 == nil {
+	if e.cfg.Cluster == "" || e.cfg.Store == nil || e.ec2 == nil {
 		return fmt.Errorf("executor: config needs Cluster, Store and EC2")
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	rs := newRunState(cancel, e.cfg.Workers)
-	e.mu.Lock()
-	e.run = rs
-	e.mu.Unlock()
+	rs := newRunState(cancel)
 
 	var wg sync.WaitGroup
 	for range e.cfg.Workers {

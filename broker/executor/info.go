@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"time"
 
@@ -46,7 +47,7 @@ func (e *Engine) ensureInfo(ctx context.Context, rs *runState, snap *snapshot) (
 			if l, ok := lims[t]; ok {
 				e.types[t] = l
 			} else {
-				rs.retry["type:"+t] = now.Add(5 * e.cfg.Interval)
+				rs.retry["type:"+t] = now.Add(e.cfg.Interval)
 			}
 		}
 		e.mu.Unlock()
@@ -134,7 +135,7 @@ func (e *Engine) ensureSubnets(ctx context.Context, rs *runState, snap *snapshot
 	e.mu.Lock()
 	for _, id := range ids {
 		if !found[id] {
-			rs.retry["subnet:"+id] = now.Add(5 * e.cfg.Interval)
+			rs.retry["subnet:"+id] = now.Add(e.cfg.Interval)
 		}
 	}
 	e.mu.Unlock()
@@ -219,17 +220,31 @@ func (e *Engine) ensurePrimaries(ctx context.Context, rs *runState, snap *snapsh
 	e.mu.Lock()
 	for _, n := range attempted {
 		if !done[n.InstanceID] {
-			rs.retry["primary:"+n.InstanceID] = now.Add(5 * e.cfg.Interval)
+			rs.retry["primary:"+n.InstanceID] = now.Add(e.cfg.Interval)
 		}
 	}
 	e.mu.Unlock()
 	return changed, errors.Join(errs...)
 }
 
-// describeEach describes ids in one call; when EC2 refuses the batch
-// because one ID does not exist, it describes them one by one so the others
-// are still found.
+// maxFilterValues is the most values EC2 accepts in one Describe filter.
+const maxFilterValues = 200
+
+// describeEach describes ids in calls of at most maxFilterValues; when EC2
+// refuses a batch because one ID does not exist, it describes that batch
+// one by one so the others are still found.
 func describeEach[T any](ctx context.Context, ids []string, describe func(context.Context, []string) ([]T, error)) ([]T, error) {
+	var out []T
+	var errs []error
+	for chunk := range slices.Chunk(ids, maxFilterValues) {
+		got, err := describeBatch(ctx, chunk, describe)
+		out = append(out, got...)
+		errs = append(errs, err)
+	}
+	return out, errors.Join(errs...)
+}
+
+func describeBatch[T any](ctx context.Context, ids []string, describe func(context.Context, []string) ([]T, error)) ([]T, error) {
 	out, err := describe(ctx, ids)
 	if err == nil || !ec2client.IsNotFound(err) || len(ids) == 1 {
 		return out, err

@@ -19,9 +19,6 @@ import (
 // failed according to what EC2 shows.
 func (e *Engine) resolveAll(ctx context.Context, rs *runState) error {
 	now := e.cfg.Now()
-	e.mu.Lock()
-	rs.started = now
-	e.mu.Unlock()
 	open, err := e.st.ListOpenIntents(ctx)
 	if err != nil {
 		return fmt.Errorf("list open intents: %w", err)
@@ -92,6 +89,9 @@ func (e *Engine) seedLedger(ctx context.Context, rs *runState) error {
 	return nil
 }
 
+// errClosed means an intent was closed since it was listed: nothing to do.
+var errClosed = errors.New("intent no longer open")
+
 // resolvable says whether an open intent may be resolved now: not one a
 // running task holds, and not one the reconciler wrote moments ago and is
 // still carrying out.
@@ -114,7 +114,11 @@ func (e *Engine) resolveIntents(ctx context.Context, rs *runState, ins []store.I
 	sort.Slice(ins, func(i, j int) bool { return ins[i].CreatedAt.Before(ins[j].CreatedAt) })
 	var errs []error
 	for _, in := range ins {
-		if err := e.resolve(ctx, rs, in); err != nil {
+		err := e.resolve(ctx, rs, in)
+		if errors.Is(err, errClosed) {
+			continue
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("resolve %s intent %s for %s: %w", in.Kind, in.ID, in.InstanceID, err))
 			continue
 		}
@@ -126,6 +130,17 @@ func (e *Engine) resolveIntents(ctx context.Context, rs *runState, ins []store.I
 func (e *Engine) resolve(ctx context.Context, rs *runState, in store.Intent) error {
 	e.own(rs, in.ID, true)
 	defer e.own(rs, in.ID, false)
+	// The list it came from may be stale: act only on an intent still open.
+	cur, err := e.st.GetIntent(ctx, in.ID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return errClosed
+	case err != nil:
+		return fmt.Errorf("read intent: %w", err)
+	case cur.State != store.IntentOpen:
+		return errClosed
+	}
+	in = cur
 	e.log.Info("resolving open intent", "intent", in.ID, "kind", in.Kind, "instance", in.InstanceID, "eni", in.ENIID)
 	switch in.Kind {
 	case store.IntentCreate:

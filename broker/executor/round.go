@@ -28,23 +28,31 @@ func (e *Engine) round(ctx context.Context, rs *runState) error {
 	// A node busy when the read starts may change under the read; only
 	// nodes idle both before and after it are planned from it.
 	busyBefore := e.busyNodes(rs)
-	snap, err := e.load(ctx)
+	// Read before the snapshot: an action begun after this read is counted
+	// here or in the snapshot's reservations, maybe both, never neither.
+	queued := e.queuedCost(rs)
+	now := e.cfg.Now()
+	full := now.Sub(rs.intentsRead) >= e.cfg.Interval
+	snap, err := e.load(ctx, full)
 	if err != nil {
 		return err
+	}
+	if full {
+		rs.intentsRead = now
 	}
 	changed, infoErr := e.ensureInfo(ctx, rs, snap)
 	if infoErr != nil {
 		e.log.Warn("describing node info", "err", infoErr)
 	}
 	if changed {
-		if snap, err = e.load(ctx); err != nil {
+		if snap, err = e.load(ctx, false); err != nil {
 			return err
 		}
 	}
-	now := e.cfg.Now()
+	now = e.cfg.Now()
 	free := func(node string) bool { return !busyBefore[node] && e.idle(rs, node, now) }
 	held := e.upkeep(ctx, rs, snap, free, now)
-	e.plan(rs, snap, func(n string) bool { return free(n) && !held[n] }, now)
+	e.plan(rs, snap, queued, func(n string) bool { return free(n) && !held[n] }, now)
 	e.proposeReleases(ctx, rs, snap, func(n string) bool { return free(n) && !held[n] }, now)
 	return nil
 }
@@ -133,7 +141,7 @@ func (e *Engine) upkeep(ctx context.Context, rs *runState, snap *snapshot, free 
 
 // plan runs the planner over the idle nodes with demand and queues its
 // actions.
-func (e *Engine) plan(rs *runState, snap *snapshot, free func(string) bool, now time.Time) {
+func (e *Engine) plan(rs *runState, snap *snapshot, queued map[string]int64, free func(string) bool, now time.Time) {
 	var nodes []planner.Node
 	for _, n := range snap.nodes {
 		id := n.InstanceID
@@ -161,7 +169,7 @@ func (e *Engine) plan(rs *runState, snap *snapshot, free func(string) bool, now 
 	}
 	budgets := planner.Budgets{}
 	for id, sn := range snap.subnets {
-		budgets[id] = sn.Available()
+		budgets[id] = max(sn.Available()-queued[id], 0)
 	}
 	p := planner.Make(nodes, budgets)
 	for _, pn := range nodes {
@@ -183,13 +191,20 @@ func (e *Engine) plan(rs *runState, snap *snapshot, free func(string) bool, now 
 		n := snap.node[a.InstanceID]
 		switch a.Kind {
 		case planner.CreateAttach:
+			begun := e.queue(rs, a.SubnetID, a.Cost())
 			e.schedule(rs, a.InstanceID, kindCreateAttach, a.Urgent, func(ctx context.Context) error {
-				return e.createAttach(ctx, rs, a, n)
+				defer begun()
+				return e.createAttach(ctx, rs, a, n, begun)
 			})
 		case planner.Assign:
 			eni := snap.enis[a.ENIID]
+			if a.SubnetID == "" {
+				a.SubnetID = eni.SubnetID
+			}
+			begun := e.queue(rs, a.SubnetID, a.Cost())
 			e.schedule(rs, a.InstanceID, kindAssign, a.Urgent, func(ctx context.Context) error {
-				return e.assign(ctx, rs, a, eni)
+				defer begun()
+				return e.assign(ctx, rs, a, eni, begun)
 			})
 		default:
 			e.log.Error("planner returned an unknown action", "kind", a.Kind.String(), "instance", a.InstanceID)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/allotnet/allot/broker/store"
 )
 
 // runState is what one Run keeps in memory. All of it can be lost: it only
@@ -22,7 +24,10 @@ type runState struct {
 	surplus  map[string]time.Time // node -> first seen with a surplus
 	reported map[string]string    // node -> last unmet reason logged
 	retry    map[string]time.Time // describe that failed -> not again before
-	started  time.Time
+	queued   map[string]int64     // subnet -> cost of planned actions not yet begun
+	// intentsRead is when the round last read every open intent from etcd
+	// (only the round goroutine touches it).
+	intentsRead time.Time
 }
 
 // delivery is addresses added to a node at a time, keyed by the ENI or
@@ -38,7 +43,7 @@ type backoff struct {
 	failures int
 }
 
-func newRunState(cancel context.CancelCauseFunc, workers int) *runState {
+func newRunState(cancel context.CancelCauseFunc) *runState {
 	return &runState{
 		cancel:   cancel,
 		q:        newQueue(),
@@ -50,6 +55,7 @@ func newRunState(cancel context.CancelCauseFunc, workers int) *runState {
 		surplus:  map[string]time.Time{},
 		reported: map[string]string{},
 		retry:    map[string]time.Time{},
+		queued:   map[string]int64{},
 	}
 }
 
@@ -68,6 +74,9 @@ func (e *Engine) work(ctx context.Context, rs *runState) {
 		case ctx.Err() != nil:
 		case errors.Is(err, errWait):
 			rs.backoff[t.node] = backoff{until: now.Add(e.cfg.FailureBackoff)}
+		case errors.Is(err, store.ErrBudgetExceeded):
+			// No backoff: the next plan sees the budget as it is.
+			e.stats.Failed[t.kind]++
 		case err != nil:
 			e.stats.Failed[t.kind]++
 			b := rs.backoff[t.node]
@@ -101,6 +110,35 @@ func (e *Engine) schedule(rs *runState, node, kind string, urgent bool, fn func(
 	rs.busy[node]++
 	e.mu.Unlock()
 	rs.q.push(&task{node: node, kind: kind, urgent: urgent, fn: fn})
+}
+
+// queue counts a planned action's budget as taken until its intent is
+// begun, so a plan made meanwhile does not hand the same addresses out
+// again; the returned func, called once the intent is written (or
+// refused), gives it back.
+func (e *Engine) queue(rs *runState, subnet string, cost int64) func() {
+	e.mu.Lock()
+	rs.queued[subnet] += cost
+	e.mu.Unlock()
+	var once bool
+	return func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if !once {
+			once = true
+			rs.queued[subnet] -= cost
+		}
+	}
+}
+
+func (e *Engine) queuedCost(rs *runState) map[string]int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make(map[string]int64, len(rs.queued))
+	for k, v := range rs.queued {
+		out[k] = v
+	}
+	return out
 }
 
 // idle reports whether node has no task and is not backing off.

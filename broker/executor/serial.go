@@ -2,6 +2,8 @@ package executor
 
 import (
 	"context"
+	"errors"
+	"sort"
 	"sync"
 
 	"github.com/allotnet/allot/broker/store"
@@ -16,16 +18,26 @@ import (
 // and detach intents leave the subnet alone and go through unqueued. Writes of
 // other processes (the reconciler, an operator's budget change) can still
 // conflict now and then, which the store's retry absorbs.
+//
+// It also mirrors the open intents, so that a planning round need not read
+// every intent in etcd (done ones included) to find the few open ones: the
+// engine's own begin and close as it writes them, and a full read
+// (ListOpenIntents) now and then brings in other writers' and a previous
+// leader's.
 type serialStore struct {
 	Store
 
 	mu       sync.Mutex
 	locks    map[string]*sync.Mutex
 	subnetOf map[string]string // open intent -> its subnet
+
+	open       map[string]store.Intent
+	refreshing bool
+	touched    map[string]bool // begun or closed while a full read was under way
 }
 
 func newSerialStore(s Store) *serialStore {
-	return &serialStore{Store: s, locks: map[string]*sync.Mutex{}, subnetOf: map[string]string{}}
+	return &serialStore{Store: s, locks: map[string]*sync.Mutex{}, subnetOf: map[string]string{}, open: map[string]store.Intent{}}
 }
 
 func (s *serialStore) lockSubnet(subnet string) func() {
@@ -53,14 +65,31 @@ func (s *serialStore) remember(id, subnet string) {
 	s.mu.Unlock()
 }
 
-// closed forgets a finished intent.
+// closed forgets a finished intent (one the store says is no longer open
+// counts too).
 func (s *serialStore) closed(id string, err error) error {
-	if err == nil {
+	if err == nil || errors.Is(err, store.ErrWrongState) {
 		s.mu.Lock()
 		delete(s.subnetOf, id)
+		delete(s.open, id)
+		if s.refreshing {
+			s.touched[id] = true
+		}
 		s.mu.Unlock()
 	}
 	return err
+}
+
+// OpenIntents returns the mirrored open intents, oldest first.
+func (s *serialStore) OpenIntents() []store.Intent {
+	s.mu.Lock()
+	out := make([]store.Intent, 0, len(s.open))
+	for _, in := range s.open {
+		out = append(out, in)
+	}
+	s.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
+	return out
 }
 
 func (s *serialStore) BeginIntent(ctx context.Context, in store.Intent) (store.Intent, error) {
@@ -70,16 +99,50 @@ func (s *serialStore) BeginIntent(ctx context.Context, in store.Intent) (store.I
 	got, err := s.Store.BeginIntent(ctx, in)
 	if err == nil {
 		s.remember(got.ID, got.SubnetID)
+		s.mu.Lock()
+		s.open[got.ID] = got
+		if s.refreshing {
+			s.touched[got.ID] = true
+		}
+		s.mu.Unlock()
 	}
 	return got, err
 }
 
+// ListOpenIntents reads every open intent from etcd and makes the mirror
+// that, except for intents this engine began or closed during the read,
+// whose mirrored state is newer.
 func (s *serialStore) ListOpenIntents(ctx context.Context) ([]store.Intent, error) {
+	s.mu.Lock()
+	s.refreshing, s.touched = true, map[string]bool{}
+	s.mu.Unlock()
 	open, err := s.Store.ListOpenIntents(ctx)
-	for _, in := range open {
-		s.remember(in.ID, in.SubnetID)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refreshing = false
+	if err != nil {
+		return nil, err
 	}
-	return open, err
+	mirror := make(map[string]store.Intent, len(open))
+	for _, in := range open {
+		if !s.touched[in.ID] {
+			mirror[in.ID] = in
+			s.subnetOf[in.ID] = in.SubnetID
+		}
+	}
+	for id := range s.touched {
+		if in, ok := s.open[id]; ok {
+			mirror[id] = in
+		}
+	}
+	s.open = mirror
+	out := make([]store.Intent, 0, len(mirror))
+	for _, in := range open {
+		if _, ok := mirror[in.ID]; ok {
+			out = append(out, in)
+		}
+	}
+	return out, nil
 }
 
 func (s *serialStore) CompleteCreate(ctx context.Context, id string, eni store.ENI) error {

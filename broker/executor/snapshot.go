@@ -22,7 +22,9 @@ type snapshot struct {
 	releases map[string][]store.Release
 }
 
-func (e *Engine) load(ctx context.Context) (*snapshot, error) {
+// load reads the state a round works from. Open intents come from the
+// store's mirror, read in full from etcd only when fullIntents is set.
+func (e *Engine) load(ctx context.Context, fullIntents bool) (*snapshot, error) {
 	s := &snapshot{
 		node:     map[string]store.Node{},
 		enis:     map[string]store.ENI{},
@@ -64,9 +66,11 @@ func (e *Engine) load(ctx context.Context) (*snapshot, error) {
 	for _, sn := range subnets {
 		s.subnets[sn.ID] = sn
 	}
-	open, err := e.st.ListOpenIntents(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("list open intents: %w", err)
+	open := e.st.OpenIntents()
+	if fullIntents {
+		if open, err = e.st.ListOpenIntents(ctx); err != nil {
+			return nil, fmt.Errorf("list open intents: %w", err)
+		}
 	}
 	for _, in := range open {
 		s.open[in.InstanceID] = append(s.open[in.InstanceID], in)

@@ -28,9 +28,12 @@ func (p Proposal) Empty() bool { return len(p.Addresses)+len(p.Prefixes) == 0 }
 // free are proposed.
 func Surplus(n store.Node, enis []store.ENI, u store.Usage, margin int) Proposal {
 	assigned := set(u.Assigned)
+	// Free addresses count only if they are still the node's: a report
+	// older than a finished release still lists what it gave back.
+	owned := onENIs(enis)
 	free := map[string]bool{}
 	for _, a := range u.Free {
-		if !assigned[a] {
+		if !assigned[a] && owned(a) {
 			free[a] = true
 		}
 	}
@@ -147,6 +150,38 @@ func prefixUse(prefix string, assigned, free map[string]bool) (used int, allFree
 		a = a.Next()
 	}
 	return used, allFree
+}
+
+// onENIs returns a test of whether an address is a secondary address of,
+// or inside a prefix delegated to, one of the ENIs.
+func onENIs(enis []store.ENI) func(string) bool {
+	addrs := map[string]bool{}
+	var prefixes []netip.Prefix
+	for _, x := range enis {
+		for _, a := range x.Addresses {
+			addrs[a] = true
+		}
+		for _, p := range x.Prefixes {
+			if pp, err := netip.ParsePrefix(p); err == nil {
+				prefixes = append(prefixes, pp)
+			}
+		}
+	}
+	return func(a string) bool {
+		if addrs[a] {
+			return true
+		}
+		ip, err := netip.ParseAddr(a)
+		if err != nil {
+			return false
+		}
+		for _, p := range prefixes {
+			if p.Contains(ip) {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 func set(l []string) map[string]bool {

@@ -78,6 +78,12 @@ func TestSurplus(t *testing.T) {
 			want: executor.Proposal{ENIID: "eni-2", Addresses: second.Addresses[:2]},
 		},
 		{
+			name: "free addresses no longer on an ENI do not count", node: warmIP(3), enis: []store.ENI{second},
+			// a stale report still lists eni-3's addresses, given back since
+			usage: usage(nil, append(slices.Clone(second.Addresses[:4]), third.Addresses...)), margin: 0,
+			want: executor.Proposal{ENIID: "eni-2", Addresses: second.Addresses[:1]},
+		},
+		{
 			name: "warm ENI target keeps one ENI's worth", node: store.Node{Mode: "secondary-ip", WarmENITarget: 1, IPv4PerENI: 10},
 			enis: []store.ENI{primary, second}, usage: usage(nil, all(primary, second)), margin: 0,
 			want: executor.Proposal{ENIID: "eni-2", Addresses: second.Addresses},

@@ -55,7 +55,7 @@ func newEnv(t *testing.T, instances int) *env {
 	}
 	ec, err := ec2client.New(context.Background(), ec2client.Config{
 		Region: "us-east-1", Endpoint: sim.EC2Endpoint(), Logger: slog.New(slog.DiscardHandler),
-		Limiter: ratelimit.New(ratelimit.Config{Share: 0.98, TimeScale: timeScale}),
+		Limiter: ratelimit.New(ratelimit.Config{Share: 1, TimeScale: timeScale}),
 	})
 	if err != nil {
 		t.Fatal(err)

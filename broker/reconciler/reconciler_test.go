@@ -217,3 +217,42 @@ func TestSubnetUsedByOthers(t *testing.T) {
 		t.Errorf("still drifting after the update: %+v", rep.Findings)
 	}
 }
+
+// TestNothingReleasedWhenEC2ShowsNothing: when EC2 shows none of the
+// cluster's instances (a wrong region or account looks exactly like this),
+// the reconciler reports it and releases nothing, however often it looks.
+func TestNothingReleasedWhenEC2ShowsNothing(t *testing.T) {
+	e := newEnv(t, 2)
+	ctx := ctxT(t)
+	for _, inst := range e.insts {
+		x := e.create(t, ours(inst.ID), 1)
+		e.attach(t, x.ID, inst.ID, 1, false)
+		e.record(t, x, inst.ID, 1)
+	}
+	for _, inst := range e.insts {
+		if err := e.sim.RemoveInstance(inst.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var rep reconciler.Report
+	for range 3 {
+		rep = e.pass(t)
+		time.Sleep(grace)
+	}
+	if n := rep.Count(reconciler.KindInstanceGone); n != 2 {
+		t.Fatalf("%d instance-gone findings, want 2: %+v", n, rep.Findings)
+	}
+	for _, f := range rep.Findings {
+		if f.Kind == reconciler.KindInstanceGone && f.Action != reconciler.ActionSkipped {
+			t.Errorf("finding %+v acted on", f)
+		}
+	}
+	for _, inst := range e.insts {
+		if _, err := e.st.GetNode(ctx, inst.ID); err != nil {
+			t.Errorf("node %s removed: %v", inst.ID, err)
+		}
+	}
+	if n := e.sim.Counters()["DeleteNetworkInterface"].Calls; n != 0 {
+		t.Errorf("%d ENIs deleted", n)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/allotnet/allot/broker/ec2client"
@@ -26,8 +27,24 @@ func (r *Reconciler) repair(ctx context.Context, o *observation, rep *Report) {
 		}
 		seen[kind][id] = true
 	}
+	// EC2 showing none of our instances, or none of our ENIs, is far more
+	// likely a wrong filter, account or region than a mass termination.
+	// Missing evidence is not evidence of absence: nothing is released then.
+	implausible := map[string]bool{
+		KindInstanceGone: len(o.nodes) >= 2 && rep.Count(KindInstanceGone) == len(o.nodes),
+		KindMissingENI:   len(o.records) >= 2 && rep.Count(KindMissingENI) == len(o.records),
+	}
+	for kind, bad := range implausible {
+		if bad {
+			r.log.Error("EC2 shows none of the cluster's records; refusing to act on it", "kind", kind)
+		}
+	}
 	for i := range rep.Findings {
 		f := &rep.Findings[i]
+		if implausible[f.Kind] {
+			f.Action = ActionSkipped
+			continue
+		}
 		switch f.Kind {
 		case KindLeakedENI:
 			mark(f.Kind, f.ENIID)
@@ -217,8 +234,8 @@ func (r *Reconciler) releaseGone(ctx context.Context, o *observation, f *Finding
 		}
 	}
 	now := map[string]ec2client.ENIInfo{}
-	if len(ids) > 0 {
-		xs, err := r.cfg.EC2.DescribeENIs(ctx, ec2client.DescribeENIsInput{IDs: ids})
+	for chunk := range slices.Chunk(ids, maxFilterValues) {
+		xs, err := r.cfg.EC2.DescribeENIs(ctx, ec2client.DescribeENIsInput{IDs: chunk})
 		if err != nil {
 			return ActionFailed
 		}

@@ -2,6 +2,7 @@ package ec2client
 
 import (
 	"context"
+	"slices"
 	"sort"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -16,6 +17,9 @@ import (
 const (
 	maxResults              = 1000
 	maxResultsInstanceTypes = 100 // DescribeInstanceTypes allows no more
+	// maxFilterValues is the most values EC2 accepts in one filter; longer
+	// ID lists are described in chunks.
+	maxFilterValues = 200
 )
 
 // DescribeENIsInput selects network interfaces; empty fields select
@@ -37,6 +41,19 @@ type DescribeENIsInput struct {
 // stays in the filtered bucket, and an ID that no longer exists is simply
 // absent from the result instead of failing the whole call with NotFound.
 func (c *Client) DescribeENIs(ctx context.Context, in DescribeENIsInput) ([]ENIInfo, error) {
+	if len(in.IDs) > maxFilterValues {
+		var out []ENIInfo
+		for ids := range slices.Chunk(in.IDs, maxFilterValues) {
+			part := in
+			part.IDs = ids
+			got, err := c.DescribeENIs(ctx, part)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, got...)
+		}
+		return out, nil
+	}
 	var filters []types.Filter
 	add := func(name string, values ...string) {
 		filters = append(filters, types.Filter{Name: aws.String(name), Values: values})
@@ -160,6 +177,17 @@ type InstanceInfo struct {
 // DescribeENIs, IDs go in an instance-id filter with pagination: the filtered
 // bucket, and a missing instance is absent rather than an error.
 func (c *Client) DescribeInstances(ctx context.Context, ids []string) ([]InstanceInfo, error) {
+	if len(ids) > maxFilterValues {
+		var out []InstanceInfo
+		for chunk := range slices.Chunk(ids, maxFilterValues) {
+			got, err := c.DescribeInstances(ctx, chunk)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, got...)
+		}
+		return out, nil
+	}
 	var filters []types.Filter
 	if len(ids) > 0 {
 		filters = []types.Filter{{Name: aws.String("instance-id"), Values: ids}}

@@ -114,6 +114,23 @@ func TestDescribeENIsPaginates(t *testing.T) {
 	if calls := c.Calls()["DescribeNetworkInterfaces"]; calls != 2 {
 		t.Errorf("%d describe calls, want 2 pages", calls)
 	}
+
+	// By ID: EC2 takes at most 200 values in a filter, so 1003 IDs go out
+	// in six chunks and all come back.
+	ids := make([]string, 0, n)
+	for id := range seen {
+		ids = append(ids, id)
+	}
+	byID, err := c.DescribeENIs(context.Background(), DescribeENIsInput{IDs: ids})
+	if err != nil {
+		t.Fatalf("describe %d ENIs by ID: %v", len(ids), err)
+	}
+	if len(byID) != n {
+		t.Errorf("described %d ENIs by ID, want %d", len(byID), n)
+	}
+	if calls := c.Calls()["DescribeNetworkInterfaces"]; calls != 2+6 {
+		t.Errorf("%d describe calls in all, want 2 pages + 6 chunks", calls)
+	}
 	checkCountersAgree(t, c, sim)
 }
 

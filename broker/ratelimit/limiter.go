@@ -64,7 +64,22 @@ func New(cfg Config) *Limiter {
 }
 
 // Bucket returns the scaled bucket the limiter enforces for c.
-func (l *Limiter) Bucket(c Class) Bucket { return BucketOf(c).Scaled(l.share, l.scale) }
+func (l *Limiter) Bucket(c Class) Bucket {
+	b := BucketOf(c).Scaled(l.share, l.scale)
+	if b.Size > SafetyTokens {
+		b.Size -= SafetyTokens
+	}
+	return b
+}
+
+// SafetyTokens is how many tokens of each bucket the limiter never uses.
+// EC2 refills its bucket from the moment the first call of a burst arrives,
+// we refill ours from the moment that call is sent; when a later call
+// reaches EC2 faster than that first one (a warm connection overtaking a
+// fresh one), EC2's bucket is behind ours by the difference. One token of
+// slack absorbs up to one refill period of such jitter (10 ms at 5/s and a
+// time scale of 20) for the price of one token of burst.
+const SafetyTokens = 1
 
 // Share returns the configured share, normalized.
 func (l *Limiter) Share() float64 { return l.share }

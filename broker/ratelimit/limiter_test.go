@@ -85,11 +85,11 @@ func TestRefill(t *testing.T) {
 		{"just under one token", CreateNetworkInterface, 1, 1, 199 * time.Millisecond, 0},
 		{"one token after 200ms", CreateNetworkInterface, 1, 1, 200 * time.Millisecond, 1},
 		{"ten seconds", CreateNetworkInterface, 1, 1, 10 * time.Second, 50},
-		{"caps at size", CreateNetworkInterface, 1, 1, time.Hour, 100},
+		{"caps at size less the safety token", CreateNetworkInterface, 1, 1, time.Hour, 100 - SafetyTokens},
 		{"half share refills half", CreateNetworkInterface, 0.5, 1, 10 * time.Second, 25},
-		{"half share caps at half", CreateNetworkInterface, 0.5, 1, time.Hour, 50},
-		{"time scale 10", Mutating, 1, 10, time.Second, 50},
-		{"time scale 10 capped", Mutating, 1, 10, 2 * time.Second, 50},
+		{"half share caps at half", CreateNetworkInterface, 0.5, 1, time.Hour, 50 - SafetyTokens},
+		{"time scale 10", Mutating, 1, 10, time.Second, 50 - SafetyTokens},
+		{"time scale 10 capped", Mutating, 1, 10, 2 * time.Second, 50 - SafetyTokens},
 		{"describe 20/s", Describe, 1, 1, 1500 * time.Millisecond, 30},
 		{"create tags 10/s", CreateTags, 1, 1, 3 * time.Second, 30},
 		{"fractional refill", Mutating, 0.5, 1, 3 * time.Second, 7},
@@ -141,8 +141,8 @@ func TestDrain(t *testing.T) {
 		t.Fatal("no token 1/refill after drain")
 	}
 	// Other buckets are untouched.
-	if got := l.Tokens(CreateNetworkInterface); got != 100 {
-		t.Errorf("create bucket has %v tokens after draining Mutating, want 100", got)
+	if got := l.Tokens(CreateNetworkInterface); got != 100-SafetyTokens {
+		t.Errorf("create bucket has %v tokens after draining Mutating, want %d", got, 100-SafetyTokens)
 	}
 	if s := l.Stats()[Mutating]; s.Drained != 1 || s.Taken != 2 {
 		t.Errorf("stats = %+v, want Drained 1 Taken 2", s)
@@ -212,8 +212,8 @@ func TestWaitContext(t *testing.T) {
 	if clk.Pending() != 0 {
 		t.Errorf("canceled Wait left %d timers", clk.Pending())
 	}
-	if s := l.Stats()[Mutating]; s.Canceled != 1 || s.Taken != 50 {
-		t.Errorf("stats = %+v, want Canceled 1, Taken 50", s)
+	if s := l.Stats()[Mutating]; s.Canceled != 1 || s.Taken != 50-SafetyTokens {
+		t.Errorf("stats = %+v, want Canceled 1, Taken %d", s, 50-SafetyTokens)
 	}
 }
 

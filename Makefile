@@ -12,7 +12,7 @@ STATICCHECK_VERSION := v0.8.2
 # Every main package in the repository, built into bin/ under its own name.
 COMMANDS := $(shell $(GO) list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./... 2>/dev/null)
 
-.PHONY: all build test test-short fuzz proto lint tools clean
+.PHONY: all build test fuzz proto lint tools clean bench-cni
 
 all: build
 
@@ -29,6 +29,12 @@ test: build
 # fuzz runs each fuzz target briefly; the seed corpus already runs in `test`.
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime 15s ./awssim/ec2query/
+
+# bench-cni measures ADD/DEL latency through the plugin binary in real
+# network namespaces next to the reference ptp + host-local plugins (which
+# the benchmark installs with go install). Run as root.
+bench-cni:
+	$(GO) test -count=1 -run '^$$' -bench '^BenchmarkCNILatency$$' -benchtime 1x -timeout 20m ./cni/bench/ -args -pods 100
 
 $(TOOLS)/buf:
 	GOBIN=$(TOOLS) $(GO) install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)

@@ -1,0 +1,342 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/containernetworking/cni/libcni"
+
+	"github.com/allotnet/allot/awssim"
+	"github.com/allotnet/allot/awssim/dataplane"
+	"github.com/allotnet/allot/awssim/scenario"
+)
+
+// Cluster is allot running on one machine: awssim as EC2 and IMDS, its
+// data plane in network namespaces, allot-broker, an allot-agent per node,
+// and a container runtime's side of CNI (libcni executing the allot
+// plugin) creating pods in namespaces of their own.
+type Cluster struct {
+	cfg Config
+	log *slog.Logger
+	run *run
+
+	// Prefix names the run: every namespace starts with it.
+	Prefix string
+	// Dir is the run directory (state and logs of the processes).
+	Dir   string
+	Sim   *awssim.Sim
+	Plane *dataplane.Plane
+	// Broker is allot-broker.
+	Broker *Broker
+	// Nodes are the instances, each with its agent.
+	Nodes []*Node
+	// VPCCIDR is the VPC's address range.
+	VPCCIDR netip.Prefix
+
+	cni     *libcni.CNIConfig
+	outside *outsideServer
+
+	mu      sync.Mutex
+	pods    map[*Pod]bool
+	podSeq  int
+	removed map[string]bool // instances removed with RemoveNode
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Node is one instance and its agent.
+type Node struct {
+	// Index is the node's position (0-based) and Name "node-<index>".
+	Index int
+	Name  string
+	// InstanceID, SubnetID and PrimaryIP are the instance's, as EC2 has
+	// them.
+	InstanceID string
+	SubnetID   string
+	PrimaryIP  netip.Addr
+	// NetNS is the path of the node's namespace (the data plane's).
+	NetNS string
+	Agent *Agent
+
+	list *libcni.NetworkConfigList
+}
+
+// The simulated VPC: two subnets in two zones; nodes alternate between
+// them, so pod traffic crosses subnets through the VPC router.
+var (
+	vpcCIDR = netip.MustParsePrefix("10.0.0.0/16")
+	subnets = []scenario.Subnet{
+		{Name: "nodes-a", CIDR: "10.0.0.0/19", AZ: "us-east-1a"},
+		{Name: "nodes-b", CIDR: "10.0.32.0/19", AZ: "us-east-1b"},
+	}
+)
+
+func (c Config) scenario() scenario.Scenario {
+	sc := scenario.Scenario{
+		Region: "us-east-1", AccountID: "123456789012",
+		VPCs: []scenario.VPC{{CIDRs: []string{vpcCIDR.String()}, Tags: map[string]string{"Name": "allot-cluster"}, Subnets: subnets}},
+	}
+	for i := range c.Nodes {
+		sc.Instances = append(sc.Instances, scenario.Instance{
+			Subnet: subnets[i%len(subnets)].Name, Type: c.InstanceType,
+			Tags: map[string]string{"Name": fmt.Sprintf("node-%d", i), "role": "node"},
+		})
+	}
+	return sc
+}
+
+// Start brings the whole cluster up and returns once every agent serves and
+// every node's warm pool is filled. Leftovers of crashed runs with the same
+// stem are removed first. On error, everything started is torn down.
+func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
+	cfg, err = cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	r, err := newRun(cfg.Stem, log)
+	if err != nil {
+		return nil, err
+	}
+	c = &Cluster{
+		cfg: cfg, log: log, run: r, Prefix: r.prefix, Dir: r.dir, VPCCIDR: vpcCIDR,
+		pods: map[*Pod]bool{}, removed: map[string]bool{},
+		cni: libcni.NewCNIConfigWithCacheDir([]string{cfg.Binaries.Dir}, filepath.Join(r.dir, "cni-cache"), nil),
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, c.Close())
+			c = nil
+		}
+	}()
+	ctx, cancel := context.WithTimeout(ctx, cfg.ReadyTimeout)
+	defer cancel()
+	started := time.Now()
+	log.Info("starting cluster", "prefix", r.prefix, "nodes", cfg.Nodes, "type", cfg.InstanceType,
+		"mode", cfg.Mode, "time_scale", cfg.TimeScale, "dir", r.dir)
+
+	if c.Plane, err = dataplane.New(dataplane.Config{Prefix: r.prefix, Logger: cfg.ComponentLogger}); err != nil {
+		return c, err
+	}
+	c.Sim, err = awssim.Start(ctx, awssim.Config{
+		Scenario: cfg.scenario(), TimeScale: cfg.TimeScale, Seed: cfg.Seed,
+		Hooks: c.Plane.Hooks(), Logger: cfg.ComponentLogger,
+	})
+	if err != nil {
+		return c, fmt.Errorf("start awssim: %w", err)
+	}
+	if err := c.Plane.Bind(c.Sim.World()); err != nil {
+		return c, err
+	}
+	if err := c.Plane.Sync(ctx); err != nil {
+		return c, fmt.Errorf("data plane: %w", err)
+	}
+	if c.outside, err = startOutside(c.Plane.OutsideNetns(), c.Plane.OutsideAddr()); err != nil {
+		return c, err
+	}
+	if c.Broker, err = newBroker(cfg.Binaries, r, r.prefix, c.Sim.EC2Endpoint(), cfg.TimeScale); err != nil {
+		return c, err
+	}
+	if err := c.Broker.Start(ctx); err != nil {
+		return c, err
+	}
+	log.Info("awssim, data plane and broker up", "ec2", c.Sim.EC2Endpoint(), "broker", c.Broker.Addr,
+		"elapsed", time.Since(started).Round(time.Millisecond))
+	if err := c.startNodes(ctx); err != nil {
+		return c, err
+	}
+	if err := c.WaitSettled(ctx); err != nil {
+		return c, err
+	}
+	log.Info("cluster ready", "nodes", len(c.Nodes), "elapsed", time.Since(started).Round(time.Millisecond))
+	return c, nil
+}
+
+// startNodes starts an agent per instance and waits until each serves.
+func (c *Cluster) startNodes(ctx context.Context) error {
+	raw, err := os.ReadFile(c.cfg.Conflist)
+	if err != nil {
+		return fmt.Errorf("read conflist: %w", err)
+	}
+	for i, inst := range c.Sim.World().Instances() {
+		n := &Node{Index: i, Name: fmt.Sprintf("node-%d", i), InstanceID: inst.ID, SubnetID: inst.SubnetID,
+			NetNS: c.Plane.NodeNetns(inst.ID)}
+		if n.PrimaryIP, err = netip.ParseAddr(inst.PrivateIP); err != nil {
+			return fmt.Errorf("instance %s primary address: %w", inst.ID, err)
+		}
+		if n.NetNS == "" {
+			return fmt.Errorf("the data plane has no namespace for instance %s", inst.ID)
+		}
+		imds, err := c.Sim.IMDSEndpoint(inst.ID)
+		if err != nil {
+			return err
+		}
+		n.Agent, err = newAgent(c.cfg.Binaries, c.run, agentParams{
+			name: n.Name, imds: imds, broker: c.Broker.Addr, nodeNetNS: n.NetNS, mode: c.cfg.Mode,
+			warm: c.cfg.Warm, cooldown: c.cfg.Cooldown,
+		})
+		if err != nil {
+			return err
+		}
+		if n.list, err = nodeConflist(raw, n.Agent); err != nil {
+			return err
+		}
+		c.Nodes = append(c.Nodes, n)
+		if err := n.Agent.Start(); err != nil {
+			return err
+		}
+	}
+	for _, n := range c.Nodes {
+		if err := n.Agent.WaitReady(ctx); err != nil {
+			return fmt.Errorf("%s (%s): %w", n.Name, n.InstanceID, err)
+		}
+	}
+	return nil
+}
+
+// nodeConflist is the conflist as an installer would write it on the
+// node: the plugin pointed at the node's agent socket and DEL queue.
+func nodeConflist(raw []byte, a *Agent) (*libcni.NetworkConfigList, error) {
+	var doc map[string]any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return nil, fmt.Errorf("parse conflist: %w", err)
+	}
+	plugins, _ := doc["plugins"].([]any)
+	found := false
+	for _, p := range plugins {
+		if m, ok := p.(map[string]any); ok && m["type"] == "allot" {
+			m["agentSocket"] = a.Socket
+			m["delQueueDir"] = a.DelQueue
+			found = true
+		}
+	}
+	if !found {
+		return nil, errors.New("conflist has no plugin of type allot")
+	}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return nil, err
+	}
+	list, err := libcni.NetworkConfFromBytes(b)
+	if err != nil {
+		return nil, fmt.Errorf("parse conflist: %w", err)
+	}
+	return list, nil
+}
+
+// Node returns the node of an instance, or nil.
+func (c *Cluster) Node(instanceID string) *Node {
+	for _, n := range c.Nodes {
+		if n.InstanceID == instanceID {
+			return n
+		}
+	}
+	return nil
+}
+
+// liveNodes are the nodes not removed with RemoveNode.
+func (c *Cluster) liveNodes() []*Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*Node
+	for _, n := range c.Nodes {
+		if !c.removed[n.InstanceID] {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Close tears everything down, also after a failure: pods' namespaces,
+// agents, the broker, awssim and the data plane, then the run directory.
+// It reports anything of the run still left in the kernel. Safe to call
+// more than once.
+func (c *Cluster) Close() error {
+	c.closeOnce.Do(func() { c.closeErr = c.close() })
+	return c.closeErr
+}
+
+func (c *Cluster) close() error {
+	var errs []error
+	c.mu.Lock()
+	pods := make([]*Pod, 0, len(c.pods))
+	for p := range c.pods {
+		pods = append(pods, p)
+	}
+	c.pods = map[*Pod]bool{}
+	c.mu.Unlock()
+	for _, p := range pods {
+		errs = append(errs, p.release())
+	}
+	var wg sync.WaitGroup
+	agentErrs := make([]error, len(c.Nodes))
+	for i, n := range c.Nodes {
+		if n.Agent == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			agentErrs[i] = n.Agent.Stop()
+		}()
+	}
+	wg.Wait()
+	errs = append(errs, agentErrs...)
+	if c.Broker != nil {
+		errs = append(errs, c.Broker.close())
+	}
+	if c.outside != nil {
+		errs = append(errs, c.outside.close())
+	}
+	if c.Sim != nil {
+		errs = append(errs, c.Sim.Close())
+	}
+	if c.Plane != nil {
+		errs = append(errs, c.Plane.Close())
+	}
+	errs = append(errs, dataplane.Cleanup(c.Prefix))
+	left, err := namespacesWithPrefix(c.Prefix + podInfix)
+	errs = append(errs, err)
+	for _, n := range left {
+		errs = append(errs, deleteNetNS(n))
+	}
+	if c.cfg.LogDir != "" {
+		errs = append(errs, c.copyLogs(c.cfg.LogDir))
+	}
+	errs = append(errs, c.run.release())
+	if left, err := namespacesWithPrefix(c.Prefix); err != nil || len(left) > 0 {
+		errs = append(errs, fmt.Errorf("namespaces of run %s left after close: %v %w", c.Prefix, left, err))
+	}
+	c.log.Info("cluster closed", "prefix", c.Prefix)
+	return errors.Join(errs...)
+}
+
+// copyLogs copies every process log of the run into dir.
+func (c *Cluster) copyLogs(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	logs, _ := filepath.Glob(filepath.Join(c.Dir, "*", "*.log"))
+	more, _ := filepath.Glob(filepath.Join(c.Dir, "nodes", "*", "*.log"))
+	var errs []error
+	for _, l := range append(logs, more...) {
+		b, err := os.ReadFile(l)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		rel, _ := filepath.Rel(c.Dir, l)
+		name := filepath.Join(dir, filepath.Base(filepath.Dir(rel))+"-"+filepath.Base(l))
+		errs = append(errs, os.WriteFile(name, b, 0o644))
+	}
+	return errors.Join(errs...)
+}

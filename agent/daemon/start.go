@@ -101,7 +101,7 @@ func (a *Agent) start(ctx context.Context) error {
 // in the pool (the primary always; others only if the pool knows them
 // already — the broker link adds new ones once their addresses arrive). An
 // ENI that fails is logged, not fatal: pods on the other ENIs must still
-// come back. It returns the ENIs set up.
+// come back. It returns the ENIs both set up and recorded in the pool.
 func (a *Agent) setupENIs(id identity.Identity) (prepared []string, err error) {
 	for _, m := range id.ENIs {
 		primaryIP, _ := m.PrimaryIPv4()
@@ -114,13 +114,17 @@ func (a *Agent) setupENIs(id identity.Identity) (prepared []string, err error) {
 			a.log.Error("cannot set up ENI; pods on it may not be restored", "eni", m.ENIID, "mac", m.MAC, "err", err)
 			continue
 		}
-		prepared = append(prepared, m.ENIID)
 		if _, known := a.pool.ENI(m.ENIID); !known && !e.Primary {
+			// Not ours yet (attached while the agent was down, or its
+			// addresses not confirmed before a restart): the broker link
+			// records it in the pool when the broker's record names it, so
+			// it must not count as prepared here.
 			continue
 		}
 		if err := a.pool.AddENI(e); err != nil {
 			return nil, fmt.Errorf("record eni %s: %w", m.ENIID, err)
 		}
+		prepared = append(prepared, m.ENIID)
 	}
 	for _, e := range a.pool.ENIs() {
 		if !slices.ContainsFunc(id.ENIs, func(m identity.ENIMeta) bool { return m.ENIID == e.ID }) {

@@ -20,7 +20,6 @@ const testStem = "allot-ct-"
 var (
 	binDirFlag = flag.String("cluster.bin-dir", "", "use the binaries in this directory instead of building them")
 	verbose    = flag.Bool("cluster.v", false, "log the harness and the simulation")
-	knownBugs  = flag.Bool("cluster.known-bugs", false, "also run the tests of known, unfixed bugs")
 	logDir     = flag.String("cluster.logs", "", "copy every run's broker and agent logs into this directory, one subdirectory per test")
 	testBins   Binaries
 	buildErr   error

@@ -248,10 +248,6 @@ func TestBrokerRestartDuringBurst(t *testing.T) {
 // broker counts them warm and the node's demand settles), its pods must
 // stay connected, and a new pod must get an address.
 func TestAgentRestartWhileENIArrives(t *testing.T) {
-	if !*knownBugs {
-		t.Skip("known agent bug: an ENI attached while the agent was down never joins its pool after restart " +
-			"(brokerlink: \"add capacity: unknown eni\" forever); run with -cluster.known-bugs")
-	}
 	c := startCluster(t, testConfig(t, 2))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

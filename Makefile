@@ -12,7 +12,7 @@ STATICCHECK_VERSION := v0.8.2
 # Every main package in the repository, built into bin/ under its own name.
 COMMANDS := $(shell $(GO) list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./... 2>/dev/null)
 
-.PHONY: all build test fuzz proto lint tools clean bench-cni
+.PHONY: all build test fuzz proto lint tools clean demo bench-cni
 
 all: build
 
@@ -29,6 +29,13 @@ test: build
 # fuzz runs each fuzz target briefly; the seed corpus already runs in `test`.
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime 15s ./awssim/ec2query/
+
+# demo runs a one-machine cluster on a simulated VPC (as root): nodes join,
+# pods get addresses through the CNI plugin, packets flow, and everything is
+# cleaned up. DEMO_FLAGS="--nodes 5 --pods-per-node 40" for more.
+DEMO_FLAGS ?=
+demo: build
+	$(BIN)/demo $(DEMO_FLAGS)
 
 # bench-cni measures ADD/DEL latency through the plugin binary in real
 # network namespaces next to the reference ptp + host-local plugins (which

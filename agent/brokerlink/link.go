@@ -47,7 +47,9 @@ type Config struct {
 	// Targets are the warm-pool targets the demand is computed from.
 	Targets pool.Targets
 	// Limits are the instance type's ENI limits. Zero means unknown: they
-	// are then approximated from the broker's registration answer.
+	// are then taken from the broker (max_enis and ipv4_per_eni of the
+	// registration answer and the watch stream), or approximated from
+	// max_addresses by a broker that sends none.
 	Limits pool.Limits
 	// MTU is set on ENI links this link sets up.
 	MTU int
@@ -127,6 +129,12 @@ type Status struct {
 	Demand pool.Demand
 	// Unconfirmed counts delivered addresses IMDS doesn't show yet.
 	Unconfirmed int
+	// UnmetReason and UnmetMessage say why the broker is not meeting the
+	// node's demand ("budget_exhausted", "node_full", "not_ready"; the
+	// message names the subnet, its limit and use for a budget refusal).
+	// Empty when the broker reports nothing in the way.
+	UnmetReason  string
+	UnmetMessage string
 }
 
 // Link is one agent's connection to the broker.
@@ -286,17 +294,37 @@ func (l *Link) register(ctx context.Context) (*allotv1.RegisterResponse, error) 
 	l.mu.Lock()
 	l.status.Connected, l.status.LastError = true, ""
 	l.status.MaxAddresses = int(resp.GetMaxAddresses())
-	if l.cfg.Limits == (pool.Limits{}) && resp.GetMaxAddresses() > 0 {
+	if l.cfg.Limits == (pool.Limits{}) && resp.GetMaxAddresses() > 0 && (resp.GetMaxEnis() <= 0 || resp.GetIpv4PerEni() <= 0) {
+		// A broker that does not know (or send) the limits yet.
 		l.status.Limits = approxLimits(int(resp.GetMaxAddresses()), l.cfg.PrefixMode)
 	}
 	l.mu.Unlock()
+	l.learnLimits(resp.GetMaxEnis(), resp.GetIpv4PerEni())
 	return resp, nil
+}
+
+// learnLimits takes the instance limits the broker records, unless the
+// configuration gave them: the broker reads them from EC2 for the
+// instance type, and caps max_enis by the agent's setting.
+func (l *Link) learnLimits(maxENIs, ipv4PerENI int32) {
+	if l.cfg.Limits != (pool.Limits{}) || maxENIs <= 0 || ipv4PerENI <= 0 {
+		return
+	}
+	lim := pool.Limits{MaxENIs: int(maxENIs), IPv4PerENI: int(ipv4PerENI)}
+	l.mu.Lock()
+	changed := l.status.Limits != lim
+	l.status.Limits = lim
+	l.mu.Unlock()
+	if changed {
+		l.log.Info("instance limits from the broker", "max_enis", lim.MaxENIs, "ipv4_per_eni", lim.IPv4PerENI)
+		poke(l.recalc)
+	}
 }
 
 // approxLimits stands in for unknown instance limits with one ENI that
 // holds everything the broker says the node can hold: the capacity cap is
-// right, the warm-ENI step is not (the registration answer doesn't carry
-// the per-ENI size).
+// right, the warm-ENI step is not. Only for a broker that does not send
+// max_enis and ipv4_per_eni (or does not know them yet).
 func approxLimits(maxAddresses int, prefixMode bool) pool.Limits {
 	per := maxAddresses
 	if prefixMode {

@@ -154,7 +154,7 @@ func TestAlreadyAnsweredReleaseReturnsAddresses(t *testing.T) {
 	l := f.newLink()
 	l.applyMu.Lock()
 	l.handleReleasesLocked(context.Background(), []*allotv1.ReleaseProposal{{ReleaseId: id,
-		Addresses: []string{got[0].String(), got[1].String()}}})
+		Addresses: []string{got[0].String(), got[1].String()}}}, false)
 	l.applyMu.Unlock()
 	if s := f.pool.Stats(); s.Releasing != 0 || s.Available() != 1 {
 		t.Fatalf("pool after the refused second answer: %+v, want the freed address available, none releasing", s)

@@ -44,13 +44,26 @@ func (l *Link) releasing() map[string]pool.Ack {
 // once a fresh read shows them still on the node. Addresses of a release
 // carried out leave the pool when the broker stops listing them
 // (applyLocked), never before.
-func (l *Link) handleReleasesLocked(ctx context.Context, proposals []*allotv1.ReleaseProposal) {
+//
+// A broker that sets states (NodeEvent.release_states) also lists the
+// releases it holds an answer to, as acknowledged: those are not asked
+// about again, and a release the pool set aside that is listed in neither
+// state was carried out or withdrawn, which a fresh read settles
+// (withdrawnLocked) without another acknowledgement. Without states the
+// repeated acknowledgement is how the link finds out.
+func (l *Link) handleReleasesLocked(ctx context.Context, proposals []*allotv1.ReleaseProposal, states bool) {
 	mine := l.releasing()
 	proposed := map[string]bool{}
 	var verify []string
 	for _, p := range proposals {
 		id := p.GetReleaseId()
 		proposed[id] = true
+		if p.GetState() == allotv1.ReleaseState_RELEASE_STATE_ACKED {
+			// The broker holds our answer; what the pool set aside for it
+			// (if anything) leaves when the broker stops listing it.
+			l.acked[id] = true
+			continue
+		}
 		if id == "" || l.acked[id] {
 			continue
 		}
@@ -88,7 +101,14 @@ func (l *Link) handleReleasesLocked(ctx context.Context, proposals []*allotv1.Re
 		}
 	}
 	for id, ack := range mine {
-		if proposed[id] || l.acked[id] {
+		if proposed[id] {
+			continue
+		}
+		if states {
+			verify = append(verify, id)
+			continue
+		}
+		if l.acked[id] {
 			continue
 		}
 		switch err := l.ackRelease(ctx, id, ack); {

@@ -80,5 +80,23 @@ func (l *Link) applyEvent(ctx context.Context, ev *allotv1.NodeEvent) {
 	if !l.applyLocked(ev.GetEnis(), ev.GetRevision()) {
 		return
 	}
-	l.handleReleasesLocked(ctx, ev.GetReleases())
+	l.learnLimits(ev.GetMaxEnis(), ev.GetIpv4PerEni())
+	l.setUnmet(ev.GetUnmet())
+	l.handleReleasesLocked(ctx, ev.GetReleases(), ev.GetReleaseStates())
+}
+
+// setUnmet records (and logs, when it changes) why the broker says the
+// node's demand is unmet; nil clears it.
+func (l *Link) setUnmet(u *allotv1.UnmetStatus) {
+	l.mu.Lock()
+	changed := l.status.UnmetReason != u.GetReason() || l.status.UnmetMessage != u.GetMessage()
+	l.status.UnmetReason, l.status.UnmetMessage = u.GetReason(), u.GetMessage()
+	l.mu.Unlock()
+	switch {
+	case !changed:
+	case u.GetReason() == "":
+		l.log.Info("broker: demand no longer unmet")
+	default:
+		l.log.Warn("broker cannot meet the node's demand", "reason", u.GetReason(), "message", u.GetMessage())
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/allotnet/allot/broker/planner"
+	"github.com/allotnet/allot/broker/store"
 )
 
 // Config is everything the engine needs; main builds it.
@@ -146,7 +147,8 @@ func New(cfg Config) *Engine {
 
 // Run resolves the open intents, then plans and carries out actions until
 // ctx ends (leadership lost or shutdown). It returns nil when ctx ends and an
-// error only when it cannot go on (or a test hook crashed it). Run must not
+// error only when it cannot go on: a test hook crashed it, or the store
+// refused a fenced write (store.ErrNotLeader: this broker was deposed). Run must not
 // be called twice at once.
 func (e *Engine) Run(ctx context.Context) error {
 	if e.cfg.Cluster == "" || e.cfg.Store == nil || e.ec2 == nil {
@@ -164,9 +166,11 @@ func (e *Engine) Run(ctx context.Context) error {
 	// Watch before resolving, so no change made meanwhile goes unseen.
 	wake := e.st.Watch(ctx)
 	if err := e.seedLedger(ctx, rs); err != nil && ctx.Err() == nil {
+		e.stopIfDeposed(rs, err)
 		e.log.Warn("reading finished intents", "err", err)
 	}
 	if err := e.resolveAll(ctx, rs); err != nil && ctx.Err() == nil {
+		e.stopIfDeposed(rs, err)
 		e.log.Warn("resolving open intents", "err", err)
 	}
 	tick := time.NewTicker(e.cfg.Interval)
@@ -178,6 +182,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			e.prune(ctx, now)
 		}
 		if err := e.round(ctx, rs); err != nil && ctx.Err() == nil {
+			e.stopIfDeposed(rs, err)
 			e.log.Warn("planning round", "err", err)
 		}
 		select {
@@ -193,7 +198,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		}
 	}
 	wg.Wait()
-	if cause := context.Cause(ctx); errors.Is(cause, ErrInjectedCrash) {
+	if cause := context.Cause(ctx); errors.Is(cause, ErrInjectedCrash) || errors.Is(cause, store.ErrNotLeader) {
 		return cause
 	}
 	return nil

@@ -48,6 +48,7 @@ func (e *Engine) begin(ctx context.Context, rs *runState, in store.Intent) (stor
 	got, err := e.st.BeginIntent(ctx, in)
 	if err != nil {
 		e.own(rs, in.ID, false)
+		e.stopIfDeposed(rs, err)
 		var be *store.BudgetError
 		if errors.As(err, &be) {
 			e.count(func(s *Stats) { s.BudgetRefused++ })
@@ -56,6 +57,16 @@ func (e *Engine) begin(ctx context.Context, rs *runState, in store.Intent) (stor
 		return got, fmt.Errorf("begin %s intent for %s: %w", in.Kind, in.InstanceID, err)
 	}
 	return got, nil
+}
+
+// stopIfDeposed stops the run when the store refused a write because this
+// broker no longer holds its election key: another replica may lead, and
+// nothing more may be written or sent to EC2.
+func (e *Engine) stopIfDeposed(rs *runState, err error) {
+	if errors.Is(err, store.ErrNotLeader) {
+		e.log.Error("lost leadership: store refused a fenced write; stopping", "err", err)
+		rs.cancel(err)
+	}
 }
 
 // fail records that an intent's EC2 call failed; its reservation returns to

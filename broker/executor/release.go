@@ -38,6 +38,7 @@ func (e *Engine) proposeReleases(ctx context.Context, rs *runState, snap *snapsh
 			Addresses: p.Addresses, Prefixes: p.Prefixes, CreatedAt: now,
 		})
 		if err != nil {
+			e.stopIfDeposed(rs, err)
 			e.log.Warn("proposing release", "instance", id, "eni", p.ENIID, "err", err)
 			continue
 		}

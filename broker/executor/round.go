@@ -42,6 +42,7 @@ func (e *Engine) round(ctx context.Context, rs *runState) error {
 	}
 	changed, infoErr := e.ensureInfo(ctx, rs, snap)
 	if infoErr != nil {
+		e.stopIfDeposed(rs, infoErr)
 		e.log.Warn("describing node info", "err", infoErr)
 	}
 	if changed {
@@ -54,6 +55,7 @@ func (e *Engine) round(ctx context.Context, rs *runState) error {
 	held := e.upkeep(ctx, rs, snap, free, now)
 	e.plan(rs, snap, queued, func(n string) bool { return free(n) && !held[n] }, now)
 	e.proposeReleases(ctx, rs, snap, func(n string) bool { return free(n) && !held[n] }, now)
+	e.publishUnmet(ctx, rs, snap)
 	return nil
 }
 
@@ -128,6 +130,7 @@ func (e *Engine) upkeep(ctx context.Context, rs *runState, snap *snapshot, free 
 				}
 			case r.State == store.ReleaseProposed && now.Sub(r.CreatedAt) > e.cfg.ReleaseTimeout:
 				if err := e.st.CancelRelease(ctx, r.ID); err != nil {
+					e.stopIfDeposed(rs, err)
 					e.log.Warn("cancelling unacknowledged release", "instance", id, "release", r.ID, "err", err)
 					continue
 				}
@@ -155,7 +158,7 @@ func (e *Engine) plan(rs *runState, snap *snapshot, queued map[string]int64, fre
 		}
 		pn, why := e.plannerNode(rs, snap, n, d)
 		if why != "" {
-			e.setUnmet(rs, id, errors.New(why))
+			e.setUnmet(rs, id, &reasoned{store.UnmetNotReady, errors.New(why)})
 			continue
 		}
 		if pn.Pending+pn.WarmShortfall <= pn.InFlight {
@@ -269,8 +272,8 @@ func unmetError(n planner.Node, sf planner.Shortfall, sn store.Subnet) error {
 	case planner.BudgetExhausted:
 		return &store.BudgetError{SubnetID: n.SubnetID, Limit: sn.Limit(), Use: sn.Attached + sn.Reserved, Requested: int64(sf.Addresses)}
 	case planner.NodeFull:
-		return fmt.Errorf("node %s is full: %d addresses short (max %d ENIs of %d addresses)",
-			n.InstanceID, sf.Addresses, n.Limits.MaxENIs, n.Limits.IPv4PerENI)
+		return &reasoned{store.UnmetNodeFull, fmt.Errorf("node %s is full: %d addresses short (max %d ENIs of %d addresses)",
+			n.InstanceID, sf.Addresses, n.Limits.MaxENIs, n.Limits.IPv4PerENI)}
 	case planner.NodeBusy:
 		return fmt.Errorf("node %s: %d addresses wait for an ENI being attached", n.InstanceID, sf.Addresses)
 	}

@@ -25,6 +25,9 @@ type runState struct {
 	reported map[string]string    // node -> last unmet reason logged
 	retry    map[string]time.Time // describe that failed -> not again before
 	queued   map[string]int64     // subnet -> cost of planned actions not yet begun
+	// published is the unmet status last written per node; nil until the
+	// first round reads what is stored (only the round goroutine touches it).
+	published map[string]published
 	// intentsRead is when the round last read every open intent from etcd
 	// (only the round goroutine touches it).
 	intentsRead time.Time
@@ -94,6 +97,7 @@ func (e *Engine) work(ctx context.Context, rs *runState) {
 		}
 		e.mu.Unlock()
 		if err != nil && ctx.Err() == nil && !errors.Is(err, errWait) {
+			e.stopIfDeposed(rs, err)
 			e.log.Warn("task failed", "instance", t.node, "task", t.kind, "err", err)
 		}
 		select {

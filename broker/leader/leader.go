@@ -14,12 +14,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/allotnet/allot/broker/store"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
-// ElectionSuffix is appended to the store prefix to form the election key
-// prefix.
+// ElectionSuffix names the election under the store prefix. Kept for
+// compatibility: the election prefix is store.ElectionPrefixOf(Prefix),
+// without the trailing slash (concurrency.Election adds "/<lease>").
 const ElectionSuffix = "election/"
 
 // Config configures an Elector.
@@ -27,7 +29,7 @@ type Config struct {
 	// Client is the etcd client; the Elector does not close it.
 	Client *clientv3.Client
 	// Prefix is the store prefix ("/allot/v1/<cluster>/"); the election
-	// lives under Prefix + "election/".
+	// lives under store.ElectionPrefixOf(Prefix) ("<Prefix>election").
 	Prefix string
 	// Name identifies this replica in GetStatus and logs. Required.
 	Name string
@@ -49,6 +51,7 @@ type Elector struct {
 
 	mu      sync.Mutex
 	leaseID clientv3.LeaseID // of the latest session
+	fence   store.Fence      // of the latest term won
 }
 
 // New checks cfg and returns an Elector that has not campaigned yet.
@@ -68,10 +71,11 @@ func New(cfg Config) (*Elector, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Elector{cfg: cfg, key: cfg.Prefix + ElectionSuffix}, nil
+	return &Elector{cfg: cfg, key: store.ElectionPrefixOf(cfg.Prefix)}, nil
 }
 
-// Key returns the election key prefix.
+// Key returns the election key prefix (store.ElectionPrefix, no trailing
+// slash).
 func (e *Elector) Key() string { return e.key }
 
 // IsLeader reports whether this replica leads right now.
@@ -80,7 +84,7 @@ func (e *Elector) IsLeader() bool { return e.leading.Load() }
 // Leader returns the name of the current leader, or "" when nobody leads.
 // It reads etcd, so it answers the same on every replica.
 func (e *Elector) Leader(ctx context.Context) (string, error) {
-	resp, err := e.cfg.Client.Get(ctx, e.key, clientv3.WithFirstCreate()...)
+	resp, err := e.cfg.Client.Get(ctx, e.key+"/", clientv3.WithFirstCreate()...)
 	if err != nil {
 		return "", fmt.Errorf("read election leader: %w", err)
 	}
@@ -160,8 +164,18 @@ func (e *Elector) term(ctx context.Context, log *slog.Logger, fn func(ctx contex
 	stop := context.AfterFunc(sess.Ctx(), cancel) // session lost: stop leading now
 	defer stop()
 
+	// Fence every store write of this term on our election key: should the
+	// lease expire before the keepalive notices and cancels leadCtx, the
+	// store refuses the writes (store.ErrNotLeader) instead of letting
+	// two leaders write intents at once.
+	fence := store.Fence{Key: el.Key(), Rev: el.Rev()}
+	e.mu.Lock()
+	e.fence = fence
+	e.mu.Unlock()
+	leadCtx = store.WithFence(leadCtx, fence.Key, fence.Rev)
+
 	e.leading.Store(true)
-	log.Info("leader election: leading", "lease", fmt.Sprintf("%x", sess.Lease()))
+	log.Info("leader election: leading", "lease", fmt.Sprintf("%x", sess.Lease()), "key", fence.Key, "rev", fence.Rev)
 	runErr := fn(leadCtx)
 	e.leading.Store(false)
 
@@ -194,4 +208,14 @@ func (e *Elector) Lease() clientv3.LeaseID {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.leaseID
+}
+
+// Fence returns the election key and create revision of the latest term
+// this replica won (zero before the first). The context Run passes to the
+// leader's work already carries it (store.WithFence); this is for callers
+// that build their own contexts.
+func (e *Elector) Fence() store.Fence {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.fence
 }

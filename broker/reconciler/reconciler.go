@@ -11,6 +11,7 @@ package reconciler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -129,7 +130,9 @@ func New(cfg Config) *Reconciler {
 }
 
 // Run makes a pass now and then every Interval until ctx ends; it returns
-// nil then. Failed passes are logged and retried at the next tick.
+// nil then. Failed passes are logged and retried at the next tick, except
+// that a write refused by the leadership fence (store.ErrNotLeader) ends Run
+// with that error.
 func (r *Reconciler) Run(ctx context.Context) error {
 	if r.cfg.Cluster == "" || r.cfg.Store == nil || r.cfg.EC2 == nil {
 		return fmt.Errorf("reconciler: config needs Cluster, Store and EC2")
@@ -138,6 +141,10 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	defer t.Stop()
 	for {
 		if _, err := r.Pass(ctx); err != nil && ctx.Err() == nil {
+			if errors.Is(err, store.ErrNotLeader) {
+				// Deposed: another replica may lead; stop writing.
+				return fmt.Errorf("reconciler: %w", err)
+			}
 			r.log.Warn("reconcile pass", "err", err)
 		}
 		select {

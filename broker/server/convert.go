@@ -34,15 +34,35 @@ func enisProto(es []store.ENI, cidrs map[string]string) []*allotv1.ENI {
 // nodeEvent is the snapshot WatchNode sends for one node (without its
 // revision, so two snapshots of the same state compare equal).
 func nodeEvent(v *view, instanceID string) *allotv1.NodeEvent {
-	ev := &allotv1.NodeEvent{Enis: enisProto(v.enisBy[instanceID], subnetCIDRs(v.subnets))}
+	n := v.nodeBy[instanceID]
+	ev := &allotv1.NodeEvent{
+		Enis:          enisProto(v.enisBy[instanceID], subnetCIDRs(v.subnets)),
+		MaxEnis:       int32(n.MaxENIs),
+		Ipv4PerEni:    int32(n.IPv4PerENI),
+		ReleaseStates: true,
+		Unmet:         unmetProto(v.statuses[instanceID]),
+	}
 	for _, r := range v.releaseBy[instanceID] {
+		state := allotv1.ReleaseState_RELEASE_STATE_PROPOSED
+		if r.State == store.ReleaseAcked {
+			state = allotv1.ReleaseState_RELEASE_STATE_ACKED
+		}
 		ev.Releases = append(ev.Releases, &allotv1.ReleaseProposal{
 			ReleaseId: r.ID,
 			Addresses: slices.Clone(r.Addresses),
 			Prefixes:  slices.Clone(r.Prefixes),
+			State:     state,
 		})
 	}
 	return ev
+}
+
+// unmetProto converts a node's status record; nil when there is none.
+func unmetProto(st store.NodeStatus) *allotv1.UnmetStatus {
+	if st.Reason == "" {
+		return nil
+	}
+	return &allotv1.UnmetStatus{Reason: st.Reason, Message: st.Message, SinceUnixMs: st.Since.UnixMilli()}
 }
 
 // budgets computes every subnet's figures from a view.

@@ -27,6 +27,7 @@ type Store interface {
 	PutUsage(ctx context.Context, u store.Usage) (bool, error)
 	ListUsage(ctx context.Context) (map[string]store.Usage, error)
 	KeepAlive(ctx context.Context, instanceID string, ttl time.Duration) error
+	ListNodeStatus(ctx context.Context) (map[string]store.NodeStatus, error)
 	Alive(ctx context.Context) (map[string]bool, error)
 
 	ListENIs(ctx context.Context) ([]store.ENI, error)

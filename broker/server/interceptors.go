@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 )
 
@@ -19,6 +20,13 @@ import (
 // OpenTelemetry (stats handler), logging, recovery, validation, and the
 // domain-error table right around the handler, so handlers return plain
 // wrapped errors and nothing else decides a code.
+//
+// Keepalive: agents ping every 30s (agent/brokerlink), also between
+// streams, so a partitioned broker does not hold their watch streams open
+// forever; the enforcement policy must allow that, or grpc-go's default (one
+// ping per 5 minutes, none without a stream) answers with GOAWAY
+// "too_many_pings". The server pings idle connections itself, so the streams
+// of a vanished agent are let go too.
 func serverOptions(log *slog.Logger) []grpc.ServerOption {
 	lg := slogAdapter(log)
 	logOpts := []logging.Option{
@@ -30,6 +38,12 @@ func serverOptions(log *slog.Logger) []grpc.ServerOption {
 		return status.Error(codes.Internal, "internal error (the broker logged the details)")
 	})
 	return []grpc.ServerOption{
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
+			MinTime: KeepaliveMinTime, PermitWithoutStream: true,
+		}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			Time: KeepaliveTime, Timeout: KeepaliveTimeout,
+		}),
 		grpc.StatsHandler(otelgrpc.NewServerHandler()),
 		grpc.ChainUnaryInterceptor(
 			logging.UnaryServerInterceptor(lg, logOpts...),

@@ -77,6 +77,8 @@ func (s *nodeService) Register(ctx context.Context, req *allotv1.RegisterRequest
 		Enis:         enisProto(enis, subnetCIDRs(subnets)),
 		MaxAddresses: int32(maxAddresses(saved)),
 		Revision:     rev,
+		MaxEnis:      int32(saved.MaxENIs),
+		Ipv4PerEni:   int32(saved.IPv4PerENI),
 	}, nil
 }
 

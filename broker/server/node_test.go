@@ -317,18 +317,27 @@ func TestWatchNodeSendsSnapshotsOnChange(t *testing.T) {
 	}
 	ev = recvEvent(t, s)
 	if len(ev.GetReleases()) != 1 || ev.GetReleases()[0].GetReleaseId() != rel.ID ||
-		len(ev.GetReleases()[0].GetAddresses()) != 1 || ev.GetReleases()[0].GetAddresses()[0] != "10.0.1.22" {
+		len(ev.GetReleases()[0].GetAddresses()) != 1 || ev.GetReleases()[0].GetAddresses()[0] != "10.0.1.22" ||
+		ev.GetReleases()[0].GetState() != allotv1.ReleaseState_RELEASE_STATE_PROPOSED || !ev.GetReleaseStates() {
 		t.Fatalf("snapshot after proposal %v", ev)
 	}
 
-	// Once acknowledged the proposal is no longer open.
+	// Once acknowledged the release is listed as such until carried out,
+	// so the agent need not ask again to learn that its answer was taken.
 	if _, err := e.node.AckRelease(ctx, &allotv1.AckReleaseRequest{InstanceId: node1, ReleaseId: rel.ID,
 		Addresses: []string{"10.0.1.22"}}); err != nil {
 		t.Fatal(err)
 	}
 	ev = recvEvent(t, s)
-	if len(ev.GetReleases()) != 0 || len(ev.GetEnis()) != 1 {
+	if len(ev.GetReleases()) != 1 || ev.GetReleases()[0].GetState() != allotv1.ReleaseState_RELEASE_STATE_ACKED || len(ev.GetEnis()) != 1 {
 		t.Fatalf("snapshot after ack %v", ev)
+	}
+	if err := e.st.FinishRelease(ctx, rel.ID); err != nil {
+		t.Fatal(err)
+	}
+	ev = recvEvent(t, s)
+	if len(ev.GetReleases()) != 0 || len(ev.GetEnis()) != 1 {
+		t.Fatalf("snapshot after the release was done %v", ev)
 	}
 }
 

@@ -19,8 +19,10 @@ type view struct {
 	enis      []store.ENI
 	usage     map[string]store.Usage
 	releases  []store.Release
+	statuses  map[string]store.NodeStatus
 	enisBy    map[string][]store.ENI
-	releaseBy map[string][]store.Release
+	releaseBy map[string][]store.Release // proposed and acknowledged
+	nodeBy    map[string]store.Node
 }
 
 // readRevision returns etcd's current revision with the cheapest read there
@@ -55,6 +57,9 @@ func loadView(ctx context.Context, st Store) (*view, error) {
 	if v.releases, err = st.ListReleases(ctx, ""); err != nil {
 		return nil, fmt.Errorf("list releases: %w", err)
 	}
+	if v.statuses, err = st.ListNodeStatus(ctx); err != nil {
+		return nil, fmt.Errorf("list node status: %w", err)
+	}
 	v.index()
 	return v, nil
 }
@@ -66,9 +71,13 @@ func (v *view) index() {
 	}
 	v.releaseBy = map[string][]store.Release{}
 	for _, r := range v.releases {
-		if r.State == store.ReleaseProposed {
+		if r.State == store.ReleaseProposed || r.State == store.ReleaseAcked {
 			v.releaseBy[r.InstanceID] = append(v.releaseBy[r.InstanceID], r)
 		}
+	}
+	v.nodeBy = make(map[string]store.Node, len(v.nodes))
+	for _, n := range v.nodes {
+		v.nodeBy[n.InstanceID] = n
 	}
 }
 

@@ -241,6 +241,9 @@ func (s *Store) PruneIntents(ctx context.Context, olderThan time.Time) (int, err
 			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k), "=", in.Rev))
 			ops = append(ops, clientv3.OpDelete(k))
 		}
+		if f, ok := FenceFrom(ctx); ok {
+			cmps = append(cmps, f.cmp())
+		}
 		s.countWrite("PruneIntents")
 		resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
 		if err != nil {

@@ -28,7 +28,14 @@ func (s *Store) dir(kind string) string { return s.prefix + kind + "/" }
 // ElectionPrefix is the prefix broker/leader passes to
 // concurrency.NewElection: "/allot/v1/<cluster>/election" without a trailing
 // slash, because the election appends "/<lease id>" itself.
-func (s *Store) ElectionPrefix() string { return s.prefix + electionName }
+func (s *Store) ElectionPrefix() string { return ElectionPrefixOf(s.prefix) }
+
+// ElectionPrefixOf is ElectionPrefix for a store prefix
+// ("/allot/v1/<cluster>/", as Prefix returns it), for callers that hold
+// only the prefix (broker/leader's Config).
+func ElectionPrefixOf(prefix string) string {
+	return strings.TrimSuffix(prefix, "/") + "/" + electionName
+}
 
 // checkID rejects ids that would break the key layout.
 func checkID(what, id string) error {

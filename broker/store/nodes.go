@@ -50,8 +50,9 @@ func (s *Store) ListNodes(ctx context.Context) ([]Node, error) {
 }
 
 // DeleteNode removes the node's registration, its demand (so the planner
-// stops serving it) and its alive key. Its ENIs, usage and releases stay: taking addresses
-// back is the reconciler's job, through recorded evidence.
+// stops serving it), its alive key and its status. Its ENIs, usage and
+// releases stay: taking addresses back is the reconciler's job, through
+// recorded evidence.
 func (s *Store) DeleteNode(ctx context.Context, id string) error {
 	if err := checkID("node", id); err != nil {
 		return err
@@ -68,6 +69,7 @@ func (s *Store) DeleteNode(ctx context.Context, id string) error {
 		v.del(key)
 		v.del(s.key(kindDemand, id))
 		v.del(s.key(kindAlive, id))
+		v.del(s.key(kindStatus, id))
 		return nil
 	})
 	return err

@@ -1,54 +1,42 @@
 package store
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
 
+	"github.com/allotnet/allot/broker/errs"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Errors returned by the store. Compare with errors.Is; the text of the
-// wrapping error names the record or key involved.
+// wrapping error names the record or key involved. They live in broker/errs
+// (which links no etcd) and are the same values there.
 var (
 	// ErrNotFound means the record does not exist.
-	ErrNotFound = errors.New("not found")
+	ErrNotFound = errs.ErrNotFound
 	// ErrConflict means a compared revision changed under the caller; re-read
 	// and retry.
-	ErrConflict = errors.New("conflict: record changed concurrently")
+	ErrConflict = errs.ErrConflict
 	// ErrCorrupt means a stored value does not decode or carries a schema
 	// version this code does not understand.
-	ErrCorrupt = errors.New("corrupt record")
+	ErrCorrupt = errs.ErrCorrupt
 	// ErrBudgetExceeded is wrapped by *BudgetError.
-	ErrBudgetExceeded = errors.New("budget exceeded")
+	ErrBudgetExceeded = errs.ErrBudgetExceeded
 	// ErrNotOwner means a node acted on another node's ENI, addresses or
 	// release.
-	ErrNotOwner = errors.New("not owner")
+	ErrNotOwner = errs.ErrNotOwner
 	// ErrInvalid means a malformed argument.
-	ErrInvalid = errors.New("invalid argument")
+	ErrInvalid = errs.ErrInvalid
 	// ErrWrongState means the record is in a state that does not allow the
 	// operation (completing a failed intent, finishing an unacknowledged
 	// release). Retrying will not help. (Not in store-api.md; an extra.)
-	ErrWrongState = errors.New("wrong state")
+	ErrWrongState = errs.ErrWrongState
 )
 
-// BudgetError says which subnet refused a reservation and why.
-type BudgetError struct {
-	SubnetID  string
-	Limit     int64
-	Use       int64 // Attached + Reserved
-	Requested int64
-}
-
-// Error reports the subnet, its limit, the current use and the request.
-func (e *BudgetError) Error() string {
-	return fmt.Sprintf("subnet %s: budget exceeded: limit %d, in use %d, requested %d",
-		e.SubnetID, e.Limit, e.Use, e.Requested)
-}
-
-// Unwrap returns ErrBudgetExceeded.
-func (e *BudgetError) Unwrap() error { return ErrBudgetExceeded }
+// BudgetError says which subnet refused a reservation and why; it is
+// errs.BudgetError.
+type BudgetError = errs.BudgetError
 
 // Store reads and writes the broker's records under one cluster's prefix.
 // It is safe for concurrent use.

@@ -203,13 +203,23 @@ func (s *Store) update(ctx context.Context, method string, keys, ranges []string
 			// No key under p was created or changed since the snapshot.
 			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(p), "<", v.rev+1).WithPrefix())
 		}
+		elseOps := readOps(keys, ranges)
+		fence, fenced := FenceFrom(ctx)
+		if fenced {
+			// The fence's Get goes last, after the ones fill() reads.
+			cmps = append(cmps, fence.cmp())
+			elseOps = append(elseOps, clientv3.OpGet(fence.Key))
+		}
 		s.countWrite(method)
-		resp, err := s.cli.Txn(ctx).If(cmps...).Then(v.ops...).Else(readOps(keys, ranges)...).Commit()
+		resp, err := s.cli.Txn(ctx).If(cmps...).Then(v.ops...).Else(elseOps...).Commit()
 		if err != nil {
 			return 0, fmt.Errorf("etcd txn (%s): %w", method, err)
 		}
 		if resp.Succeeded {
 			return resp.Header.Revision, nil
+		}
+		if fenced && !fence.held(resp.Responses[len(resp.Responses)-1]) {
+			return 0, fence.notLeader(method)
 		}
 		v = s.fill(resp.Header.Revision, keys, ranges, resp.Responses)
 		if err := backoff(ctx, attempt); err != nil {

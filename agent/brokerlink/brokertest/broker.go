@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -23,6 +22,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/allotnet/allot/awssim/world"
+	"github.com/allotnet/allot/broker/errs"
+	"github.com/allotnet/allot/broker/server/rpcerr"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 
@@ -480,9 +481,8 @@ func (b *Broker) AckRelease(_ context.Context, req *allotv1.AckReleaseRequest) (
 	}
 	if r.acked {
 		if !slices.Equal(sorted(r.ack.GetAddresses()), sorted(req.GetAddresses())) {
-			st, _ := status.New(codes.FailedPrecondition, "release "+req.GetReleaseId()+" was already answered differently").
-				WithDetails(&errdetails.ErrorInfo{Reason: "WRONG_STATE", Domain: "allot.dev"})
-			return nil, st.Err()
+			// Encoded by the broker's own table, as the real server does.
+			return nil, rpcerr.Status(fmt.Errorf("release %s was already answered differently: %w", req.GetReleaseId(), errs.ErrWrongState))
 		}
 		return &allotv1.AckReleaseResponse{}, nil
 	}

@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
+
+	"github.com/allotnet/allot/agent/brokerlink"
 )
 
 // dialBroker returns a connection to the brokers. Every broker replica
@@ -22,7 +24,7 @@ func dialBroker(c config) (*grpc.ClientConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	opts := append(brokerlink.DialOptions(), grpc.WithTransportCredentials(creds))
 	target := c.brokers[0]
 	if len(c.brokers) > 1 {
 		r := manual.NewBuilderWithScheme("allot-brokers")

@@ -10,7 +10,7 @@ import (
 	"errors"
 	"strconv"
 
-	"github.com/allotnet/allot/broker/store"
+	"github.com/allotnet/allot/broker/errs"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -33,16 +33,19 @@ var table = []struct {
 	code   codes.Code
 	reason string
 }{
-	{store.ErrBudgetExceeded, codes.ResourceExhausted, "BUDGET_EXCEEDED"},
-	{store.ErrNotOwner, codes.FailedPrecondition, "NOT_OWNER"},
-	{store.ErrWrongState, codes.FailedPrecondition, "WRONG_STATE"},
-	{store.ErrNotFound, codes.NotFound, "NOT_FOUND"},
-	{store.ErrInvalid, codes.InvalidArgument, "INVALID"},
-	{store.ErrConflict, codes.Aborted, "CONFLICT"},
-	{store.ErrCorrupt, codes.DataLoss, "CORRUPT"},
+	{errs.ErrBudgetExceeded, codes.ResourceExhausted, "BUDGET_EXCEEDED"},
+	{errs.ErrNotOwner, codes.FailedPrecondition, "NOT_OWNER"},
+	{errs.ErrWrongState, codes.FailedPrecondition, "WRONG_STATE"},
+	{errs.ErrNotFound, codes.NotFound, "NOT_FOUND"},
+	{errs.ErrInvalid, codes.InvalidArgument, "INVALID"},
+	{errs.ErrConflict, codes.Aborted, "CONFLICT"},
+	{errs.ErrCorrupt, codes.DataLoss, "CORRUPT"},
 	{context.Canceled, codes.Canceled, "CANCELED"},
 	{context.DeadlineExceeded, codes.DeadlineExceeded, "DEADLINE_EXCEEDED"},
 	{ErrUnavailable, codes.Unavailable, "UNAVAILABLE"},
+	// A deposed leader's fenced write: transient for the caller, another
+	// replica leads (or soon will).
+	{errs.ErrNotLeader, codes.Unavailable, "NOT_LEADER"},
 }
 
 // domain is the ErrorInfo domain of every error the broker describes.
@@ -72,7 +75,7 @@ func Code(err error) codes.Code {
 
 // Status converts err into a gRPC status error. A status error passes
 // through unchanged. A domain error carries an ErrorInfo naming its
-// sentinel; a *store.BudgetError adds its figures as metadata.
+// sentinel; a *errs.BudgetError adds its figures as metadata.
 func Status(err error) error {
 	if err == nil {
 		return nil
@@ -86,7 +89,7 @@ func Status(err error) error {
 			continue
 		}
 		info := &errdetails.ErrorInfo{Reason: row.reason, Domain: domain}
-		var be *store.BudgetError
+		var be *errs.BudgetError
 		if errors.As(err, &be) {
 			info.Metadata = map[string]string{
 				"subnet_id": be.SubnetID,
@@ -107,7 +110,7 @@ func Status(err error) error {
 // text is the server's message and which errors.Is matches against the
 // domain sentinel the server named (or, from a server that named none, the
 // first sentinel of the code). A budget refusal comes back as a
-// *store.BudgetError. The status stays reachable through status.FromError.
+// *errs.BudgetError. The status stays reachable through status.FromError.
 func Error(err error) error {
 	if err == nil {
 		return nil
@@ -140,14 +143,14 @@ type Remote struct {
 // Error returns the server's message.
 func (r *Remote) Error() string { return r.st.Message() }
 
-// Unwrap returns the domain sentinel (or *store.BudgetError).
+// Unwrap returns the domain sentinel (or *errs.BudgetError).
 func (r *Remote) Unwrap() error { return r.sentinel }
 
 // GRPCStatus keeps the original status visible to status.FromError.
 func (r *Remote) GRPCStatus() *status.Status { return r.st }
 
 // fromInfo returns the sentinel an ErrorInfo detail names, or a
-// *store.BudgetError rebuilt from its metadata.
+// *errs.BudgetError rebuilt from its metadata.
 func fromInfo(st *status.Status) error {
 	for _, d := range st.Details() {
 		info, ok := d.(*errdetails.ErrorInfo)
@@ -158,7 +161,7 @@ func fromInfo(st *status.Status) error {
 			if row.reason != info.GetReason() {
 				continue
 			}
-			if row.err != store.ErrBudgetExceeded {
+			if row.err != errs.ErrBudgetExceeded {
 				return row.err
 			}
 			md := info.GetMetadata()
@@ -166,7 +169,7 @@ func fromInfo(st *status.Status) error {
 				n, _ := strconv.ParseInt(md[k], 10, 64)
 				return n
 			}
-			return &store.BudgetError{SubnetID: md["subnet_id"], Limit: num("limit"), Use: num("use"), Requested: num("requested")}
+			return &errs.BudgetError{SubnetID: md["subnet_id"], Limit: num("limit"), Use: num("use"), Requested: num("requested")}
 		}
 	}
 	return nil

@@ -25,6 +25,7 @@ func TestRoundTrip(t *testing.T) {
 		{fmt.Errorf("key /x: %w", store.ErrCorrupt), codes.DataLoss, store.ErrCorrupt},
 		{fmt.Errorf("list: %w", context.Canceled), codes.Canceled, context.Canceled},
 		{fmt.Errorf("list: %w", context.DeadlineExceeded), codes.DeadlineExceeded, context.DeadlineExceeded},
+		{fmt.Errorf("BeginIntent: election key gone: %w", store.ErrNotLeader), codes.Unavailable, store.ErrNotLeader},
 		{errors.New("boom"), codes.Internal, ErrInternal},
 	} {
 		st := Status(tc.err)

@@ -21,6 +21,61 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// ReleaseState is where a release stands in the handshake.
+type ReleaseState int32
+
+const (
+	// RELEASE_STATE_UNSPECIFIED comes from a broker that lists proposals
+	// only; read it as proposed.
+	ReleaseState_RELEASE_STATE_UNSPECIFIED ReleaseState = 0
+	// RELEASE_STATE_PROPOSED waits for the agent's acknowledgement.
+	ReleaseState_RELEASE_STATE_PROPOSED ReleaseState = 1
+	// RELEASE_STATE_ACKED was acknowledged; the broker is taking back what
+	// the acknowledgement listed.
+	ReleaseState_RELEASE_STATE_ACKED ReleaseState = 2
+)
+
+// Enum value maps for ReleaseState.
+var (
+	ReleaseState_name = map[int32]string{
+		0: "RELEASE_STATE_UNSPECIFIED",
+		1: "RELEASE_STATE_PROPOSED",
+		2: "RELEASE_STATE_ACKED",
+	}
+	ReleaseState_value = map[string]int32{
+		"RELEASE_STATE_UNSPECIFIED": 0,
+		"RELEASE_STATE_PROPOSED":    1,
+		"RELEASE_STATE_ACKED":       2,
+	}
+)
+
+func (x ReleaseState) Enum() *ReleaseState {
+	p := new(ReleaseState)
+	*p = x
+	return p
+}
+
+func (x ReleaseState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ReleaseState) Descriptor() protoreflect.EnumDescriptor {
+	return file_allot_v1_node_proto_enumTypes[0].Descriptor()
+}
+
+func (ReleaseState) Type() protoreflect.EnumType {
+	return &file_allot_v1_node_proto_enumTypes[0]
+}
+
+func (x ReleaseState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ReleaseState.Descriptor instead.
+func (ReleaseState) EnumDescriptor() ([]byte, []int) {
+	return file_allot_v1_node_proto_rawDescGZIP(), []int{0}
+}
+
 // NodeIdentity is what the agent learned about its instance from IMDS.
 type NodeIdentity struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
@@ -285,8 +340,13 @@ type RegisterResponse struct {
 	Enis []*ENI `protobuf:"bytes,1,rep,name=enis,proto3" json:"enis,omitempty"`
 	// max_addresses is how many pod addresses the node can ever hold given its
 	// instance type and max_enis.
-	MaxAddresses  int32 `protobuf:"varint,2,opt,name=max_addresses,json=maxAddresses,proto3" json:"max_addresses,omitempty"`
-	Revision      int64 `protobuf:"varint,3,opt,name=revision,proto3" json:"revision,omitempty"`
+	MaxAddresses int32 `protobuf:"varint,2,opt,name=max_addresses,json=maxAddresses,proto3" json:"max_addresses,omitempty"`
+	Revision     int64 `protobuf:"varint,3,opt,name=revision,proto3" json:"revision,omitempty"`
+	// max_enis and ipv4_per_eni are the node's ENI limits as the broker
+	// records them (the instance type's, max_enis capped by the agent's
+	// setting); 0 while the broker does not know them yet.
+	MaxEnis       int32 `protobuf:"varint,4,opt,name=max_enis,json=maxEnis,proto3" json:"max_enis,omitempty"`
+	Ipv4PerEni    int32 `protobuf:"varint,5,opt,name=ipv4_per_eni,json=ipv4PerEni,proto3" json:"ipv4_per_eni,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -338,6 +398,20 @@ func (x *RegisterResponse) GetMaxAddresses() int32 {
 func (x *RegisterResponse) GetRevision() int64 {
 	if x != nil {
 		return x.Revision
+	}
+	return 0
+}
+
+func (x *RegisterResponse) GetMaxEnis() int32 {
+	if x != nil {
+		return x.MaxEnis
+	}
+	return 0
+}
+
+func (x *RegisterResponse) GetIpv4PerEni() int32 {
+	if x != nil {
+		return x.Ipv4PerEni
 	}
 	return 0
 }
@@ -597,8 +671,21 @@ type NodeEvent struct {
 	Revision int64                  `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
 	// enis is the complete allocation state of the node.
 	Enis []*ENI `protobuf:"bytes,2,rep,name=enis,proto3" json:"enis,omitempty"`
-	// releases are open proposals to take free addresses back.
-	Releases      []*ReleaseProposal `protobuf:"bytes,3,rep,name=releases,proto3" json:"releases,omitempty"`
+	// releases are the open releases: proposals waiting for an answer and,
+	// from a broker that sets release_states, ones acknowledged but not yet
+	// carried out (state says which).
+	Releases []*ReleaseProposal `protobuf:"bytes,3,rep,name=releases,proto3" json:"releases,omitempty"`
+	// max_enis and ipv4_per_eni are as in RegisterResponse; the broker may
+	// learn them after the registration.
+	MaxEnis    int32 `protobuf:"varint,4,opt,name=max_enis,json=maxEnis,proto3" json:"max_enis,omitempty"`
+	Ipv4PerEni int32 `protobuf:"varint,5,opt,name=ipv4_per_eni,json=ipv4PerEni,proto3" json:"ipv4_per_eni,omitempty"`
+	// unmet, when set, says why the broker is not meeting the node's demand.
+	Unmet *UnmetStatus `protobuf:"bytes,6,opt,name=unmet,proto3" json:"unmet,omitempty"`
+	// release_states is true from a broker that lists acknowledged releases
+	// too: a release the agent set aside that is listed in neither state was
+	// then carried out or withdrawn, and need not be acknowledged again to
+	// find out which.
+	ReleaseStates bool `protobuf:"varint,7,opt,name=release_states,json=releaseStates,proto3" json:"release_states,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -654,6 +741,34 @@ func (x *NodeEvent) GetReleases() []*ReleaseProposal {
 	return nil
 }
 
+func (x *NodeEvent) GetMaxEnis() int32 {
+	if x != nil {
+		return x.MaxEnis
+	}
+	return 0
+}
+
+func (x *NodeEvent) GetIpv4PerEni() int32 {
+	if x != nil {
+		return x.Ipv4PerEni
+	}
+	return 0
+}
+
+func (x *NodeEvent) GetUnmet() *UnmetStatus {
+	if x != nil {
+		return x.Unmet
+	}
+	return nil
+}
+
+func (x *NodeEvent) GetReleaseStates() bool {
+	if x != nil {
+		return x.ReleaseStates
+	}
+	return false
+}
+
 // ReleaseProposal asks the agent to give back addresses the broker judges
 // surplus to the node's warm targets.
 type ReleaseProposal struct {
@@ -661,6 +776,7 @@ type ReleaseProposal struct {
 	ReleaseId     string                 `protobuf:"bytes,1,opt,name=release_id,json=releaseId,proto3" json:"release_id,omitempty"`
 	Addresses     []string               `protobuf:"bytes,2,rep,name=addresses,proto3" json:"addresses,omitempty"`
 	Prefixes      []string               `protobuf:"bytes,3,rep,name=prefixes,proto3" json:"prefixes,omitempty"`
+	State         ReleaseState           `protobuf:"varint,4,opt,name=state,proto3,enum=allot.v1.ReleaseState" json:"state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -716,6 +832,79 @@ func (x *ReleaseProposal) GetPrefixes() []string {
 	return nil
 }
 
+func (x *ReleaseProposal) GetState() ReleaseState {
+	if x != nil {
+		return x.State
+	}
+	return ReleaseState_RELEASE_STATE_UNSPECIFIED
+}
+
+// UnmetStatus is why the broker cannot meet a node's demand now.
+type UnmetStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// reason is a short code: "budget_exhausted", "node_full", "not_ready".
+	Reason string `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	// message is for people; for a budget refusal it names the subnet, its
+	// limit and its use.
+	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// since is when the broker first recorded this reason, in Unix
+	// milliseconds.
+	SinceUnixMs   int64 `protobuf:"varint,3,opt,name=since_unix_ms,json=sinceUnixMs,proto3" json:"since_unix_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnmetStatus) Reset() {
+	*x = UnmetStatus{}
+	mi := &file_allot_v1_node_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnmetStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnmetStatus) ProtoMessage() {}
+
+func (x *UnmetStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_allot_v1_node_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnmetStatus.ProtoReflect.Descriptor instead.
+func (*UnmetStatus) Descriptor() ([]byte, []int) {
+	return file_allot_v1_node_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *UnmetStatus) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *UnmetStatus) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *UnmetStatus) GetSinceUnixMs() int64 {
+	if x != nil {
+		return x.SinceUnixMs
+	}
+	return 0
+}
+
 type AckReleaseRequest struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	InstanceId string                 `protobuf:"bytes,1,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
@@ -730,7 +919,7 @@ type AckReleaseRequest struct {
 
 func (x *AckReleaseRequest) Reset() {
 	*x = AckReleaseRequest{}
-	mi := &file_allot_v1_node_proto_msgTypes[11]
+	mi := &file_allot_v1_node_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -742,7 +931,7 @@ func (x *AckReleaseRequest) String() string {
 func (*AckReleaseRequest) ProtoMessage() {}
 
 func (x *AckReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_allot_v1_node_proto_msgTypes[11]
+	mi := &file_allot_v1_node_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -755,7 +944,7 @@ func (x *AckReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckReleaseRequest.ProtoReflect.Descriptor instead.
 func (*AckReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_allot_v1_node_proto_rawDescGZIP(), []int{11}
+	return file_allot_v1_node_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AckReleaseRequest) GetInstanceId() string {
@@ -794,7 +983,7 @@ type AckReleaseResponse struct {
 
 func (x *AckReleaseResponse) Reset() {
 	*x = AckReleaseResponse{}
-	mi := &file_allot_v1_node_proto_msgTypes[12]
+	mi := &file_allot_v1_node_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -806,7 +995,7 @@ func (x *AckReleaseResponse) String() string {
 func (*AckReleaseResponse) ProtoMessage() {}
 
 func (x *AckReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_allot_v1_node_proto_msgTypes[12]
+	mi := &file_allot_v1_node_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -819,7 +1008,7 @@ func (x *AckReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckReleaseResponse.ProtoReflect.Descriptor instead.
 func (*AckReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_allot_v1_node_proto_rawDescGZIP(), []int{12}
+	return file_allot_v1_node_proto_rawDescGZIP(), []int{13}
 }
 
 type HeartbeatRequest struct {
@@ -831,7 +1020,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_allot_v1_node_proto_msgTypes[13]
+	mi := &file_allot_v1_node_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -843,7 +1032,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_allot_v1_node_proto_msgTypes[13]
+	mi := &file_allot_v1_node_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -856,7 +1045,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_allot_v1_node_proto_rawDescGZIP(), []int{13}
+	return file_allot_v1_node_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *HeartbeatRequest) GetInstanceId() string {
@@ -874,7 +1063,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_allot_v1_node_proto_msgTypes[14]
+	mi := &file_allot_v1_node_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -886,7 +1075,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_allot_v1_node_proto_msgTypes[14]
+	mi := &file_allot_v1_node_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -899,7 +1088,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_allot_v1_node_proto_rawDescGZIP(), []int{14}
+	return file_allot_v1_node_proto_rawDescGZIP(), []int{15}
 }
 
 var File_allot_v1_node_proto protoreflect.FileDescriptor
@@ -931,11 +1120,14 @@ const file_allot_v1_node_proto_rawDesc = "" +
 	"\x0fRegisterRequest\x12*\n" +
 	"\x04node\x18\x01 \x01(\v2\x16.allot.v1.NodeIdentityR\x04node\x12)\n" +
 	"\x04mode\x18\x02 \x01(\x0e2\x15.allot.v1.AddressModeR\x04mode\x12)\n" +
-	"\x04warm\x18\x03 \x01(\v2\x15.allot.v1.WarmTargetsR\x04warm\"v\n" +
+	"\x04warm\x18\x03 \x01(\v2\x15.allot.v1.WarmTargetsR\x04warm\"\xb3\x01\n" +
 	"\x10RegisterResponse\x12!\n" +
 	"\x04enis\x18\x01 \x03(\v2\r.allot.v1.ENIR\x04enis\x12#\n" +
 	"\rmax_addresses\x18\x02 \x01(\x05R\fmaxAddresses\x12\x1a\n" +
-	"\brevision\x18\x03 \x01(\x03R\brevision\"w\n" +
+	"\brevision\x18\x03 \x01(\x03R\brevision\x12\x19\n" +
+	"\bmax_enis\x18\x04 \x01(\x05R\amaxEnis\x12 \n" +
+	"\fipv4_per_eni\x18\x05 \x01(\x05R\n" +
+	"ipv4PerEni\"w\n" +
 	"\x12ReportUsageRequest\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12\x10\n" +
@@ -951,16 +1143,26 @@ const file_allot_v1_node_proto_rawDesc = "" +
 	"\x11SetDemandResponse\"3\n" +
 	"\x10WatchNodeRequest\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
-	"instanceId\"\x81\x01\n" +
+	"instanceId\"\x92\x02\n" +
 	"\tNodeEvent\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x03R\brevision\x12!\n" +
 	"\x04enis\x18\x02 \x03(\v2\r.allot.v1.ENIR\x04enis\x125\n" +
-	"\breleases\x18\x03 \x03(\v2\x19.allot.v1.ReleaseProposalR\breleases\"j\n" +
+	"\breleases\x18\x03 \x03(\v2\x19.allot.v1.ReleaseProposalR\breleases\x12\x19\n" +
+	"\bmax_enis\x18\x04 \x01(\x05R\amaxEnis\x12 \n" +
+	"\fipv4_per_eni\x18\x05 \x01(\x05R\n" +
+	"ipv4PerEni\x12+\n" +
+	"\x05unmet\x18\x06 \x01(\v2\x15.allot.v1.UnmetStatusR\x05unmet\x12%\n" +
+	"\x0erelease_states\x18\a \x01(\bR\rreleaseStates\"\x98\x01\n" +
 	"\x0fReleaseProposal\x12\x1d\n" +
 	"\n" +
 	"release_id\x18\x01 \x01(\tR\treleaseId\x12\x1c\n" +
 	"\taddresses\x18\x02 \x03(\tR\taddresses\x12\x1a\n" +
-	"\bprefixes\x18\x03 \x03(\tR\bprefixes\"\x8d\x01\n" +
+	"\bprefixes\x18\x03 \x03(\tR\bprefixes\x12,\n" +
+	"\x05state\x18\x04 \x01(\x0e2\x16.allot.v1.ReleaseStateR\x05state\"c\n" +
+	"\vUnmetStatus\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12\"\n" +
+	"\rsince_unix_ms\x18\x03 \x01(\x03R\vsinceUnixMs\"\x8d\x01\n" +
 	"\x11AckReleaseRequest\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12\x1d\n" +
@@ -972,7 +1174,11 @@ const file_allot_v1_node_proto_rawDesc = "" +
 	"\x10HeartbeatRequest\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\"\x13\n" +
-	"\x11HeartbeatResponse2\xb1\x03\n" +
+	"\x11HeartbeatResponse*b\n" +
+	"\fReleaseState\x12\x1d\n" +
+	"\x19RELEASE_STATE_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16RELEASE_STATE_PROPOSED\x10\x01\x12\x17\n" +
+	"\x13RELEASE_STATE_ACKED\x10\x022\xb1\x03\n" +
 	"\vNodeService\x12A\n" +
 	"\bRegister\x12\x19.allot.v1.RegisterRequest\x1a\x1a.allot.v1.RegisterResponse\x12J\n" +
 	"\vReportUsage\x12\x1c.allot.v1.ReportUsageRequest\x1a\x1d.allot.v1.ReportUsageResponse\x12D\n" +
@@ -994,50 +1200,55 @@ func file_allot_v1_node_proto_rawDescGZIP() []byte {
 	return file_allot_v1_node_proto_rawDescData
 }
 
-var file_allot_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_allot_v1_node_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_allot_v1_node_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_allot_v1_node_proto_goTypes = []any{
-	(*NodeIdentity)(nil),        // 0: allot.v1.NodeIdentity
-	(*WarmTargets)(nil),         // 1: allot.v1.WarmTargets
-	(*RegisterRequest)(nil),     // 2: allot.v1.RegisterRequest
-	(*RegisterResponse)(nil),    // 3: allot.v1.RegisterResponse
-	(*ReportUsageRequest)(nil),  // 4: allot.v1.ReportUsageRequest
-	(*ReportUsageResponse)(nil), // 5: allot.v1.ReportUsageResponse
-	(*SetDemandRequest)(nil),    // 6: allot.v1.SetDemandRequest
-	(*SetDemandResponse)(nil),   // 7: allot.v1.SetDemandResponse
-	(*WatchNodeRequest)(nil),    // 8: allot.v1.WatchNodeRequest
-	(*NodeEvent)(nil),           // 9: allot.v1.NodeEvent
-	(*ReleaseProposal)(nil),     // 10: allot.v1.ReleaseProposal
-	(*AckReleaseRequest)(nil),   // 11: allot.v1.AckReleaseRequest
-	(*AckReleaseResponse)(nil),  // 12: allot.v1.AckReleaseResponse
-	(*HeartbeatRequest)(nil),    // 13: allot.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),   // 14: allot.v1.HeartbeatResponse
-	(AddressMode)(0),            // 15: allot.v1.AddressMode
-	(*ENI)(nil),                 // 16: allot.v1.ENI
+	(ReleaseState)(0),           // 0: allot.v1.ReleaseState
+	(*NodeIdentity)(nil),        // 1: allot.v1.NodeIdentity
+	(*WarmTargets)(nil),         // 2: allot.v1.WarmTargets
+	(*RegisterRequest)(nil),     // 3: allot.v1.RegisterRequest
+	(*RegisterResponse)(nil),    // 4: allot.v1.RegisterResponse
+	(*ReportUsageRequest)(nil),  // 5: allot.v1.ReportUsageRequest
+	(*ReportUsageResponse)(nil), // 6: allot.v1.ReportUsageResponse
+	(*SetDemandRequest)(nil),    // 7: allot.v1.SetDemandRequest
+	(*SetDemandResponse)(nil),   // 8: allot.v1.SetDemandResponse
+	(*WatchNodeRequest)(nil),    // 9: allot.v1.WatchNodeRequest
+	(*NodeEvent)(nil),           // 10: allot.v1.NodeEvent
+	(*ReleaseProposal)(nil),     // 11: allot.v1.ReleaseProposal
+	(*UnmetStatus)(nil),         // 12: allot.v1.UnmetStatus
+	(*AckReleaseRequest)(nil),   // 13: allot.v1.AckReleaseRequest
+	(*AckReleaseResponse)(nil),  // 14: allot.v1.AckReleaseResponse
+	(*HeartbeatRequest)(nil),    // 15: allot.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),   // 16: allot.v1.HeartbeatResponse
+	(AddressMode)(0),            // 17: allot.v1.AddressMode
+	(*ENI)(nil),                 // 18: allot.v1.ENI
 }
 var file_allot_v1_node_proto_depIdxs = []int32{
-	0,  // 0: allot.v1.RegisterRequest.node:type_name -> allot.v1.NodeIdentity
-	15, // 1: allot.v1.RegisterRequest.mode:type_name -> allot.v1.AddressMode
-	1,  // 2: allot.v1.RegisterRequest.warm:type_name -> allot.v1.WarmTargets
-	16, // 3: allot.v1.RegisterResponse.enis:type_name -> allot.v1.ENI
-	16, // 4: allot.v1.NodeEvent.enis:type_name -> allot.v1.ENI
-	10, // 5: allot.v1.NodeEvent.releases:type_name -> allot.v1.ReleaseProposal
-	2,  // 6: allot.v1.NodeService.Register:input_type -> allot.v1.RegisterRequest
-	4,  // 7: allot.v1.NodeService.ReportUsage:input_type -> allot.v1.ReportUsageRequest
-	6,  // 8: allot.v1.NodeService.SetDemand:input_type -> allot.v1.SetDemandRequest
-	8,  // 9: allot.v1.NodeService.WatchNode:input_type -> allot.v1.WatchNodeRequest
-	11, // 10: allot.v1.NodeService.AckRelease:input_type -> allot.v1.AckReleaseRequest
-	13, // 11: allot.v1.NodeService.Heartbeat:input_type -> allot.v1.HeartbeatRequest
-	3,  // 12: allot.v1.NodeService.Register:output_type -> allot.v1.RegisterResponse
-	5,  // 13: allot.v1.NodeService.ReportUsage:output_type -> allot.v1.ReportUsageResponse
-	7,  // 14: allot.v1.NodeService.SetDemand:output_type -> allot.v1.SetDemandResponse
-	9,  // 15: allot.v1.NodeService.WatchNode:output_type -> allot.v1.NodeEvent
-	12, // 16: allot.v1.NodeService.AckRelease:output_type -> allot.v1.AckReleaseResponse
-	14, // 17: allot.v1.NodeService.Heartbeat:output_type -> allot.v1.HeartbeatResponse
-	12, // [12:18] is the sub-list for method output_type
-	6,  // [6:12] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	1,  // 0: allot.v1.RegisterRequest.node:type_name -> allot.v1.NodeIdentity
+	17, // 1: allot.v1.RegisterRequest.mode:type_name -> allot.v1.AddressMode
+	2,  // 2: allot.v1.RegisterRequest.warm:type_name -> allot.v1.WarmTargets
+	18, // 3: allot.v1.RegisterResponse.enis:type_name -> allot.v1.ENI
+	18, // 4: allot.v1.NodeEvent.enis:type_name -> allot.v1.ENI
+	11, // 5: allot.v1.NodeEvent.releases:type_name -> allot.v1.ReleaseProposal
+	12, // 6: allot.v1.NodeEvent.unmet:type_name -> allot.v1.UnmetStatus
+	0,  // 7: allot.v1.ReleaseProposal.state:type_name -> allot.v1.ReleaseState
+	3,  // 8: allot.v1.NodeService.Register:input_type -> allot.v1.RegisterRequest
+	5,  // 9: allot.v1.NodeService.ReportUsage:input_type -> allot.v1.ReportUsageRequest
+	7,  // 10: allot.v1.NodeService.SetDemand:input_type -> allot.v1.SetDemandRequest
+	9,  // 11: allot.v1.NodeService.WatchNode:input_type -> allot.v1.WatchNodeRequest
+	13, // 12: allot.v1.NodeService.AckRelease:input_type -> allot.v1.AckReleaseRequest
+	15, // 13: allot.v1.NodeService.Heartbeat:input_type -> allot.v1.HeartbeatRequest
+	4,  // 14: allot.v1.NodeService.Register:output_type -> allot.v1.RegisterResponse
+	6,  // 15: allot.v1.NodeService.ReportUsage:output_type -> allot.v1.ReportUsageResponse
+	8,  // 16: allot.v1.NodeService.SetDemand:output_type -> allot.v1.SetDemandResponse
+	10, // 17: allot.v1.NodeService.WatchNode:output_type -> allot.v1.NodeEvent
+	14, // 18: allot.v1.NodeService.AckRelease:output_type -> allot.v1.AckReleaseResponse
+	16, // 19: allot.v1.NodeService.Heartbeat:output_type -> allot.v1.HeartbeatResponse
+	14, // [14:20] is the sub-list for method output_type
+	8,  // [8:14] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_allot_v1_node_proto_init() }
@@ -1051,13 +1262,14 @@ func file_allot_v1_node_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_allot_v1_node_proto_rawDesc), len(file_allot_v1_node_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   15,
+			NumEnums:      1,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_allot_v1_node_proto_goTypes,
 		DependencyIndexes: file_allot_v1_node_proto_depIdxs,
+		EnumInfos:         file_allot_v1_node_proto_enumTypes,
 		MessageInfos:      file_allot_v1_node_proto_msgTypes,
 	}.Build()
 	File_allot_v1_node_proto = out.File

@@ -156,3 +156,13 @@ func (p *Pod) NewSandbox(t testing.TB) *Pod {
 func (p *Pod) String() string {
 	return p.Namespace + "/" + p.Name + "@" + p.RT.ContainerID[:12]
 }
+
+// CachedResult returns the ADD result libcni cached for the pod, as a
+// runtime would pass it to CHECK and DEL, and whether there is one.
+func (r *Runtime) CachedResult(p *Pod) (types.Result, bool) {
+	res, err := r.CNI.GetNetworkListCachedResult(r.List, p.RT)
+	if err != nil || res == nil {
+		return nil, false
+	}
+	return res, true
+}

@@ -31,6 +31,9 @@ import (
 const (
 	DefaultUsageInterval     = time.Second
 	DefaultHeartbeatInterval = 10 * time.Second
+	// DemandRestateIntervals is how many usage intervals an unchanged,
+	// unmet demand waits before it is stated to the broker again.
+	DemandRestateIntervals = 5
 	DefaultConfirmInterval   = 200 * time.Millisecond
 	DefaultBackoffMin        = 100 * time.Millisecond
 	DefaultBackoffMax        = 5 * time.Second

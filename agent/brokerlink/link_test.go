@@ -197,3 +197,35 @@ func TestNetDemand(t *testing.T) {
 		}
 	}
 }
+
+// An unmet demand that doesn't change is stated again every
+// DemandRestateIntervals usage intervals, so the broker never waits on a
+// change that will not come; a met demand (zero) is not repeated.
+func TestUnmetDemandRestated(t *testing.T) {
+	f := newFixture(t)
+	brokertest.WaitFor(t, 10*time.Second, "first demand", func() bool {
+		d := f.broker.Demand(f.inst)
+		return d != nil && d.GetWarmShortfall() > 0
+	})
+	first := f.broker.Calls("SetDemand")
+	// Nothing is delivered, so the shortfall stays as it is.
+	brokertest.WaitFor(t, 10*time.Second, "the same demand stated again", func() bool {
+		return f.broker.Calls("SetDemand") >= first+2
+	})
+	if d := f.broker.Demand(f.inst); d.GetWarmShortfall() == 0 {
+		t.Fatalf("restated demand %+v, want the unmet shortfall", d)
+	}
+
+	// Once the pool holds its warm target the demand is zero, and zero is
+	// not repeated.
+	f.deliver(1)
+	brokertest.WaitFor(t, 10*time.Second, "demand met", func() bool {
+		d := f.broker.Demand(f.inst)
+		return d != nil && d.GetWarmShortfall() == 0 && d.GetPending() == 0
+	})
+	settled := f.broker.Calls("SetDemand")
+	time.Sleep(20 * DemandRestateIntervals * 10 * time.Millisecond)
+	if got := f.broker.Calls("SetDemand"); got != settled {
+		t.Errorf("%d SetDemand calls with nothing unmet, want none", got-settled)
+	}
+}

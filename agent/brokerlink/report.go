@@ -14,6 +14,7 @@ import (
 type reporter struct {
 	demandSent   bool
 	demand       pool.Demand
+	demandTicks  int // usage intervals since an unmet demand was last sent
 	usageSent    bool
 	assigned     []netip.Addr
 	free         []netip.Addr
@@ -47,7 +48,16 @@ func (l *Link) reportLoop(ctx context.Context) {
 		case <-l.recalc:
 			l.sendDemand(ctx, &r)
 		case <-usage.C:
-			if !r.demandSent {
+			if r.demandSent && r.demand != (pool.Demand{}) {
+				r.demandTicks++
+			}
+			if !r.demandSent || r.demandTicks >= DemandRestateIntervals {
+				// An unmet demand is stated again now and then even when
+				// unchanged: the broker counts what it delivered after
+				// the last statement as still on its way, so a node whose
+				// demand stays short would otherwise wait for a change
+				// that never comes.
+				r.demandSent = false
 				l.sendDemand(ctx, &r)
 			}
 			l.sendUsage(ctx, &r, false)
@@ -81,7 +91,7 @@ func (l *Link) sendDemand(ctx context.Context, r *reporter) {
 		}
 		return
 	}
-	r.demandSent, r.demand = true, d
+	r.demandSent, r.demand, r.demandTicks = true, d, 0
 	l.mu.Lock()
 	l.status.Demand = d
 	l.mu.Unlock()

@@ -34,10 +34,10 @@ const (
 	// DemandRestateIntervals is how many usage intervals an unchanged,
 	// unmet demand waits before it is stated to the broker again.
 	DemandRestateIntervals = 5
-	DefaultConfirmInterval   = 200 * time.Millisecond
-	DefaultBackoffMin        = 100 * time.Millisecond
-	DefaultBackoffMax        = 5 * time.Second
-	DefaultCallTimeout       = 10 * time.Second
+	DefaultConfirmInterval = 200 * time.Millisecond
+	DefaultBackoffMin      = 100 * time.Millisecond
+	DefaultBackoffMax      = 5 * time.Second
+	DefaultCallTimeout     = 10 * time.Second
 )
 
 // Config configures a Link. Intervals are real time: they pace calls and

@@ -142,3 +142,24 @@ func sortedKeys(m map[string]string) []string {
 }
 
 func one(s string) []string { return []string{s} }
+
+// readDescribe reads what every Describe action takes besides its own ID
+// list — filters and a page of at most maxPage — then refuses parameters no
+// one read and filter names the action doesn't know, in that order.
+func readDescribe[T any](req *ec2query.Request, maxPage int, known fields[T]) ([]filter, page, error) {
+	fs, err := readFilters(req)
+	if err != nil {
+		return nil, page{}, err
+	}
+	pg, err := readPage(req, 5, maxPage)
+	if err != nil {
+		return nil, page{}, err
+	}
+	if err := req.CheckUnused(); err != nil {
+		return nil, page{}, err
+	}
+	if err := checkFilters(fs, known); err != nil {
+		return nil, page{}, err
+	}
+	return fs, pg, nil
+}

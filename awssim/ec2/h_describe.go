@@ -39,18 +39,8 @@ func (s *Server) describeInstances(req *ec2query.Request) (ec2query.Body, error)
 	if err != nil {
 		return nil, err
 	}
-	fs, err := readFilters(req)
+	fs, pg, err := readDescribe(req, 1000, instanceFields)
 	if err != nil {
-		return nil, err
-	}
-	pg, err := readPage(req, 5, 1000)
-	if err != nil {
-		return nil, err
-	}
-	if err := req.CheckUnused(); err != nil {
-		return nil, err
-	}
-	if err := checkFilters(fs, instanceFields); err != nil {
 		return nil, err
 	}
 	if len(ids) > 0 && pg.max > 0 {
@@ -155,18 +145,8 @@ func (s *Server) describeInstanceTypes(req *ec2query.Request) (ec2query.Body, er
 	if err != nil {
 		return nil, err
 	}
-	fs, err := readFilters(req)
+	fs, pg, err := readDescribe(req, 100, instanceTypeFields)
 	if err != nil {
-		return nil, err
-	}
-	pg, err := readPage(req, 5, 100)
-	if err != nil {
-		return nil, err
-	}
-	if err := req.CheckUnused(); err != nil {
-		return nil, err
-	}
-	if err := checkFilters(fs, instanceTypeFields); err != nil {
 		return nil, err
 	}
 	all := s.world.InstanceTypes()
@@ -238,18 +218,8 @@ func (s *Server) describeSubnets(req *ec2query.Request) (ec2query.Body, error) {
 	if err != nil {
 		return nil, err
 	}
-	fs, err := readFilters(req)
+	fs, pg, err := readDescribe(req, 1000, subnetFields)
 	if err != nil {
-		return nil, err
-	}
-	pg, err := readPage(req, 5, 1000)
-	if err != nil {
-		return nil, err
-	}
-	if err := req.CheckUnused(); err != nil {
-		return nil, err
-	}
-	if err := checkFilters(fs, subnetFields); err != nil {
 		return nil, err
 	}
 	all := s.world.Subnets()

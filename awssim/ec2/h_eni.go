@@ -184,18 +184,8 @@ func (s *Server) describeNetworkInterfaces(req *ec2query.Request) (ec2query.Body
 	if err != nil {
 		return nil, err
 	}
-	fs, err := readFilters(req)
+	fs, pg, err := readDescribe(req, 1000, eniFields)
 	if err != nil {
-		return nil, err
-	}
-	pg, err := readPage(req, 5, 1000)
-	if err != nil {
-		return nil, err
-	}
-	if err := req.CheckUnused(); err != nil {
-		return nil, err
-	}
-	if err := checkFilters(fs, eniFields); err != nil {
 		return nil, err
 	}
 	if len(ids) > 0 && pg.max > 0 {

@@ -13,10 +13,6 @@ import (
 	"github.com/allotnet/allot/broker/store"
 )
 
-// maxFilterValues is the most values EC2 accepts in one Describe filter;
-// IDs are described in chunks of this many.
-const maxFilterValues = 200
-
 // observation is one read of EC2 and then of etcd. EC2 is read first: an
 // ENI created meanwhile is then already claimed in etcd, by an open create
 // intent or by its record, when etcd is read.
@@ -94,14 +90,12 @@ func (r *Reconciler) observe(ctx context.Context) (*observation, error) {
 	}
 	if len(ids) > 0 {
 		sort.Strings(ids)
-		for chunk := range slices.Chunk(ids, maxFilterValues) {
-			xs, err := r.cfg.EC2.DescribeENIs(ctx, ec2client.DescribeENIsInput{IDs: chunk})
-			if err != nil {
-				return nil, fmt.Errorf("describe recorded ENIs: %w", err)
-			}
-			for _, x := range xs {
-				o.described[x.ID] = x
-			}
+		xs, err := r.cfg.EC2.DescribeENIs(ctx, ec2client.DescribeENIsInput{IDs: ids})
+		if err != nil {
+			return nil, fmt.Errorf("describe recorded ENIs: %w", err)
+		}
+		for _, x := range xs {
+			o.described[x.ID] = x
 		}
 	}
 
@@ -110,14 +104,12 @@ func (r *Reconciler) observe(ctx context.Context) (*observation, error) {
 		for i, n := range o.nodes {
 			nodeIDs[i] = n.InstanceID
 		}
-		for chunk := range slices.Chunk(nodeIDs, maxFilterValues) {
-			insts, err := r.cfg.EC2.DescribeInstances(ctx, chunk)
-			if err != nil {
-				return nil, fmt.Errorf("describe instances: %w", err)
-			}
-			for _, i := range insts {
-				o.instances[i.ID] = i
-			}
+		insts, err := r.cfg.EC2.DescribeInstances(ctx, nodeIDs)
+		if err != nil {
+			return nil, fmt.Errorf("describe instances: %w", err)
+		}
+		for _, i := range insts {
+			o.instances[i.ID] = i
 		}
 	}
 	if len(o.subnets) > 0 {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/allotnet/allot/broker/ec2client"
@@ -234,14 +233,12 @@ func (r *Reconciler) releaseGone(ctx context.Context, o *observation, f *Finding
 		}
 	}
 	now := map[string]ec2client.ENIInfo{}
-	for chunk := range slices.Chunk(ids, maxFilterValues) {
-		xs, err := r.cfg.EC2.DescribeENIs(ctx, ec2client.DescribeENIsInput{IDs: chunk})
-		if err != nil {
-			return ActionFailed
-		}
-		for _, x := range xs {
-			now[x.ID] = x
-		}
+	xs, err := r.cfg.EC2.DescribeENIs(ctx, ec2client.DescribeENIsInput{IDs: ids})
+	if err != nil {
+		return ActionFailed
+	}
+	for _, x := range xs {
+		now[x.ID] = x
 	}
 	done := true
 	for _, rec := range recs {

@@ -81,8 +81,9 @@ func (s *Store) PutDemand(ctx context.Context, d Demand) error {
 	if err := checkID("demand", d.InstanceID); err != nil {
 		return err
 	}
-	if d.Pending < 0 || d.WarmShortfall < 0 {
-		return fmt.Errorf("demand of %s: pending %d and warm shortfall %d must not be negative: %w", d.InstanceID, d.Pending, d.WarmShortfall, ErrInvalid)
+	if d.Pending < 0 || d.WarmShortfall < 0 || d.Known < 0 {
+		return fmt.Errorf("demand of %s: pending %d, warm shortfall %d and known %d must not be negative: %w",
+			d.InstanceID, d.Pending, d.WarmShortfall, d.Known, ErrInvalid)
 	}
 	if d.UpdatedAt.IsZero() {
 		d.UpdatedAt = time.Now().UTC()

@@ -86,12 +86,17 @@ type Node struct {
 // Demand is a node's latest stated demand. Kept apart from Node so the hot
 // demand updates don't conflict with registration.
 type Demand struct {
-	V             int       `json:"v"`
-	InstanceID    string    `json:"instance_id"`
-	Pending       int       `json:"pending"`
-	WarmShortfall int       `json:"warm_shortfall"`
-	UpdatedAt     time.Time `json:"updated_at"`
-	Rev           int64     `json:"-"`
+	V             int    `json:"v"`
+	InstanceID    string `json:"instance_id"`
+	Pending       int    `json:"pending"`
+	WarmShortfall int    `json:"warm_shortfall"`
+	// Known, when HasKnown, is the address slots the agent's demand was
+	// computed against (SetDemandRequest.known): the broker takes what its
+	// records hold beyond it off the demand as already on its way.
+	Known     int       `json:"known,omitempty"`
+	HasKnown  bool      `json:"has_known,omitempty"`
+	UpdatedAt time.Time `json:"updated_at"`
+	Rev       int64     `json:"-"`
 }
 
 // Usage is a node's latest batch report of which addresses pods hold.

@@ -531,6 +531,15 @@ type SetDemandRequest struct {
 	Pending int32 `protobuf:"varint,2,opt,name=pending,proto3" json:"pending,omitempty"`
 	// warm_shortfall is how many addresses the warm targets still miss.
 	WarmShortfall int32 `protobuf:"varint,3,opt,name=warm_shortfall,json=warmShortfall,proto3" json:"warm_shortfall,omitempty"`
+	// known is what the demand was computed against: the address slots
+	// (secondary addresses, plus 16 per /28 prefix) on every ENI of the
+	// broker's snapshot the agent applied last (RegisterResponse or
+	// NodeEvent), delivered to the pool or still awaited from IMDS. The
+	// broker counts whatever its records hold beyond known as on its way and
+	// takes it off the demand, so a demand stated before a delivery was seen
+	// is never served twice. Unset (an older agent) leaves the broker to
+	// its own estimate.
+	Known         *int32 `protobuf:"varint,4,opt,name=known,proto3,oneof" json:"known,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -582,6 +591,13 @@ func (x *SetDemandRequest) GetPending() int32 {
 func (x *SetDemandRequest) GetWarmShortfall() int32 {
 	if x != nil {
 		return x.WarmShortfall
+	}
+	return 0
+}
+
+func (x *SetDemandRequest) GetKnown() int32 {
+	if x != nil && x.Known != nil {
+		return *x.Known
 	}
 	return 0
 }
@@ -1134,12 +1150,14 @@ const file_allot_v1_node_proto_rawDesc = "" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x1a\n" +
 	"\bassigned\x18\x03 \x03(\tR\bassigned\x12\x12\n" +
 	"\x04free\x18\x04 \x03(\tR\x04free\"\x15\n" +
-	"\x13ReportUsageResponse\"t\n" +
+	"\x13ReportUsageResponse\"\x99\x01\n" +
 	"\x10SetDemandRequest\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12\x18\n" +
 	"\apending\x18\x02 \x01(\x05R\apending\x12%\n" +
-	"\x0ewarm_shortfall\x18\x03 \x01(\x05R\rwarmShortfall\"\x13\n" +
+	"\x0ewarm_shortfall\x18\x03 \x01(\x05R\rwarmShortfall\x12\x19\n" +
+	"\x05known\x18\x04 \x01(\x05H\x00R\x05known\x88\x01\x01B\b\n" +
+	"\x06_known\"\x13\n" +
 	"\x11SetDemandResponse\"3\n" +
 	"\x10WatchNodeRequest\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
@@ -1257,6 +1275,7 @@ func file_allot_v1_node_proto_init() {
 		return
 	}
 	file_allot_v1_common_proto_init()
+	file_allot_v1_node_proto_msgTypes[6].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

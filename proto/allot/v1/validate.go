@@ -211,7 +211,10 @@ func (x *SetDemandRequest) Validate() error {
 	if err := checkNonNegative("pending", int64(x.GetPending())); err != nil {
 		return err
 	}
-	return checkNonNegative("warm_shortfall", int64(x.GetWarmShortfall()))
+	if err := checkNonNegative("warm_shortfall", int64(x.GetWarmShortfall())); err != nil {
+		return err
+	}
+	return checkNonNegative("known", int64(x.GetKnown()))
 }
 
 // Validate checks a watch request.

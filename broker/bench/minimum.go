@@ -51,7 +51,9 @@ func idealPlan(mode daemon.Mode, pl planner.Limits, pods int, insts map[string]s
 	var nodes []planner.Node
 	budgets := planner.Budgets{}
 	for id, subnet := range insts {
-		n := planner.Node{InstanceID: id, SubnetID: subnet, Mode: pm, Limits: pl}
+		// The agents run at their default warm targets, which count ENIs:
+		// the broker creates new ENIs full for them (FillNewENIs).
+		n := planner.Node{InstanceID: id, SubnetID: subnet, Mode: pm, Limits: pl, FillNewENIs: true}
 		var have pool.Stats
 		for _, e := range byNode[id] {
 			n.ENIs = append(n.ENIs, planner.ENI{

@@ -32,6 +32,14 @@ type Config struct {
 	// arrive before planning, so a burst of demands lands in one plan and
 	// the engine's own writes do not each cost a round. Default 50ms.
 	Settle time.Duration
+	// Gather is how long a node's demand must have stayed unchanged before
+	// it is planned, so the demand of pods that arrive together is served
+	// by one call rather than one call per statement. Default 500ms.
+	Gather time.Duration
+	// GatherMax bounds the wait for a demand that keeps changing: a node
+	// that has wanted addresses this long is planned anyway. Default 2s (or
+	// Gather, if longer); a Gather above it is lowered to it.
+	GatherMax time.Duration
 	// Workers bounds the EC2 actions carried out at once. Default 64.
 	Workers int
 	// FailureBackoff is how long a node is left alone after one of its
@@ -85,6 +93,13 @@ func (c *Config) defaults() {
 	if c.Settle <= 0 {
 		c.Settle = 50 * time.Millisecond
 	}
+	if c.Gather <= 0 {
+		c.Gather = 500 * time.Millisecond
+	}
+	if c.GatherMax <= 0 {
+		c.GatherMax = max(2*time.Second, c.Gather)
+	}
+	c.Gather = min(c.Gather, c.GatherMax)
 	if c.Workers <= 0 {
 		c.Workers = 64
 	}

@@ -146,14 +146,25 @@ func (e *Engine) upkeep(ctx context.Context, rs *runState, snap *snapshot, free 
 // actions.
 func (e *Engine) plan(rs *runState, snap *snapshot, queued map[string]int64, free func(string) bool, now time.Time) {
 	var nodes []planner.Node
+	var gatherWake time.Duration
+	defer func() {
+		if gatherWake > 0 {
+			rs.wakeIn(gatherWake)
+		}
+	}()
 	for _, n := range snap.nodes {
 		id := n.InstanceID
 		d := snap.demands[id]
 		if d.Pending+d.WarmShortfall <= 0 {
+			delete(rs.wanting, id)
 			e.setUnmet(rs, id, nil)
 			continue
 		}
 		if !free(id) {
+			continue
+		}
+		if wait := e.gathering(rs, id, d, now); wait > 0 {
+			gatherWake = minPositive(gatherWake, wait)
 			continue
 		}
 		pn, why := e.plannerNode(rs, snap, n, d)
@@ -165,6 +176,7 @@ func (e *Engine) plan(rs *runState, snap *snapshot, queued map[string]int64, fre
 			e.setUnmet(rs, id, nil)
 			continue
 		}
+		delete(rs.wanting, id) // a later change gathers afresh
 		nodes = append(nodes, pn)
 	}
 	if len(nodes) == 0 {
@@ -215,6 +227,30 @@ func (e *Engine) plan(rs *runState, snap *snapshot, queued map[string]int64, fre
 	}
 }
 
+// gathering returns how much longer a node's demand should be left to
+// settle before it is planned (0: plan it now). Pods of one burst arrive
+// over a moment and the agent states its demand as they do; planning the
+// first statement would spend a call on part of the burst and another on
+// the rest. A demand is planned once it has been still for Gather, or once
+// the node has wanted addresses for GatherMax.
+func (e *Engine) gathering(rs *runState, node string, d store.Demand, now time.Time) time.Duration {
+	first, ok := rs.wanting[node]
+	if !ok {
+		first = now
+		rs.wanting[node] = now
+	}
+	settled := d.UpdatedAt.Add(e.cfg.Gather).Sub(now)
+	capped := first.Add(e.cfg.GatherMax).Sub(now)
+	return max(min(settled, capped), 0)
+}
+
+func minPositive(a, b time.Duration) time.Duration {
+	if a <= 0 || b < a {
+		return b
+	}
+	return a
+}
+
 // plannerNode builds the planner's view of one node, or says what is
 // missing for it.
 func (e *Engine) plannerNode(rs *runState, snap *snapshot, n store.Node, d store.Demand) (planner.Node, string) {
@@ -240,7 +276,8 @@ func (e *Engine) plannerNode(rs *runState, snap *snapshot, n store.Node, d store
 		MaxENIs:        n.MaxENIs,
 		Pending:        d.Pending,
 		WarmShortfall:  d.WarmShortfall,
-		InFlight:       e.deliveredSince(rs, n.InstanceID, d.UpdatedAt),
+		InFlight:       e.inFlight(rs, snap, n.InstanceID, d),
+		FillNewENIs:    n.WarmIPTarget == 0 && n.MinimumIPTarget == 0,
 	}
 	for _, x := range snap.byNode[n.InstanceID] {
 		if !x.Primary && x.Status != store.ENIAttached {
@@ -256,6 +293,29 @@ func (e *Engine) plannerNode(rs *runState, snap *snapshot, n store.Node, d store
 		})
 	}
 	return pn, ""
+}
+
+// inFlight is what the broker's records give the node beyond what its
+// demand was computed against. An agent that states what it knew (Known)
+// gets an exact answer: whatever the records hold beyond it is on its way
+// to the pool, and nothing else is. For a demand without it, deliveries
+// recorded after the demand was stored are counted instead, a clock-based
+// estimate.
+func (e *Engine) inFlight(rs *runState, snap *snapshot, node string, d store.Demand) int {
+	if !d.HasKnown {
+		return e.deliveredSince(rs, node, d.UpdatedAt)
+	}
+	return max(slotsOf(snap.byNode[node])-d.Known, 0)
+}
+
+// slotsOf counts address slots as agents count them in Known: secondary
+// addresses plus a prefix's addresses, over every ENI listed for the node.
+func slotsOf(enis []store.ENI) int {
+	n := 0
+	for _, x := range enis {
+		n += len(x.Addresses) + planner.PrefixSize*len(x.Prefixes)
+	}
+	return n
 }
 
 func mode(m string) planner.Mode {

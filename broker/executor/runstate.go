@@ -25,6 +25,13 @@ type runState struct {
 	reported map[string]string    // node -> last unmet reason logged
 	retry    map[string]time.Time // describe that failed -> not again before
 	queued   map[string]int64     // subnet -> cost of planned actions not yet begun
+	// wanting is when each node was first seen wanting addresses since it
+	// last wanted none (only the round goroutine touches it).
+	wanting map[string]time.Time
+	// wake is the timer that kicks a round when a gathered demand is due
+	// (only the round goroutine touches it); wakeAt is when it fires.
+	wake   *time.Timer
+	wakeAt time.Time
 	// published is the unmet status last written per node; nil until the
 	// first round reads what is stored (only the round goroutine touches it).
 	published map[string]published
@@ -59,7 +66,27 @@ func newRunState(cancel context.CancelCauseFunc) *runState {
 		reported: map[string]string{},
 		retry:    map[string]time.Time{},
 		queued:   map[string]int64{},
+		wanting:  map[string]time.Time{},
 	}
+}
+
+// wakeIn makes sure a round runs within d (real time: the timer is a wake
+// up, the round itself reads the configured clock).
+func (rs *runState) wakeIn(d time.Duration) {
+	at := time.Now().Add(d)
+	if rs.wake != nil && !rs.wakeAt.After(at) && rs.wakeAt.After(time.Now()) {
+		return
+	}
+	if rs.wake != nil {
+		rs.wake.Stop()
+	}
+	rs.wakeAt = at
+	rs.wake = time.AfterFunc(d, func() {
+		select {
+		case rs.kick <- struct{}{}:
+		default:
+		}
+	})
 }
 
 // work runs tasks until ctx ends.

@@ -38,7 +38,31 @@ func Make(nodes []Node, budgets Budgets) Plan {
 
 	p.round(states, true)
 	p.round(states, false)
+	p.fill(states)
 	return p.result(states)
+}
+
+// fill tops up the new ENIs of nodes that want them full with what the
+// budgets have left once every demand was granted, node by node in
+// deterministic order. The extra slots are no node's demand, so they never
+// take budget a demand could use.
+func (p *planning) fill(states []*nodeState) {
+	for _, s := range states {
+		if !s.node.FillNewENIs || s.mode != SecondaryIP {
+			continue
+		}
+		for _, t := range s.targets {
+			if !t.isNew || t.filled == 0 || t.filled >= t.capacity {
+				continue
+			}
+			extra := min(int64(t.capacity-t.filled), p.budget[t.subnetID])
+			if extra <= 0 {
+				continue
+			}
+			p.budget[t.subnetID] -= extra
+			t.filled += int(extra)
+		}
+	}
 }
 
 type planning struct {

@@ -68,6 +68,30 @@ func TestMake(t *testing.T) {
 			want:    []Action{create("i-1", 1, 14, true), create("i-1", 3, 6, true)},
 		},
 		{
+			name: "FillNewENIs creates new ENIs full, existing ones get only the demand",
+			nodes: []Node{with(node("i-1", c5xlarge, eni("eni-0", 0, 10, 0)),
+				func(n *Node) { n.Pending = 20; n.FillNewENIs = true })},
+			budgets: plenty,
+			want:    []Action{assign("i-1", "eni-0", 0, 4, true), create("i-1", 1, 14, true), create("i-1", 2, 14, true)},
+		},
+		{
+			name: "FillNewENIs fills only from what the demands left of the budget",
+			nodes: []Node{
+				with(node("i-1", c5xlarge, eni("eni-0", 0, 14, 0)), func(n *Node) { n.Pending = 3; n.FillNewENIs = true }),
+				with(node("i-2", c5xlarge, eni("eni-0b", 0, 14, 0)), func(n *Node) { n.Pending = 5 }),
+			},
+			// 4 + 6 for the two demands (each new ENI's own address too), 3 left to fill.
+			budgets: Budgets{"subnet-a": 13},
+			want:    []Action{create("i-2", 1, 5, true), create("i-1", 1, 6, true)},
+		},
+		{
+			name: "FillNewENIs leaves prefix nodes alone",
+			nodes: []Node{with(node("i-1", c5xlarge, eni("eni-0", 0, 0, 14)),
+				func(n *Node) { n.Mode = Prefix; n.Pending = 20; n.FillNewENIs = true })},
+			budgets: plenty,
+			want:    []Action{prefix(create("i-1", 1, 2, true))},
+		},
+		{
 			name:    "device index 0 is the primary even when unlisted",
 			nodes:   []Node{with(node("i-1", c5xlarge), func(n *Node) { n.Pending = 5 })},
 			budgets: plenty,

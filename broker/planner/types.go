@@ -68,6 +68,14 @@ type Node struct {
 	// InFlight is addresses already on their way to the node (EC2 calls
 	// planned or sent but not yet recorded); they count against the demand.
 	InFlight int
+	// FillNewENIs has a new ENI in secondary-IP mode created with every
+	// address it can take, not only the ones the demand asks for, as far as
+	// the subnet budget allows after every node's demand is served (as
+	// aws-vpc-cni does under WARM_ENI_TARGET: the addresses come free with
+	// the CreateNetworkInterface call, while adding them later costs an
+	// AssignPrivateIpAddresses each time). For nodes whose warm targets
+	// count ENIs, not addresses.
+	FillNewENIs bool
 	// Busy is true while an EC2 call that changes this node's ENI set (a
 	// create or attach) is in flight; the planner then plans no new ENI for
 	// it, so device indexes can't collide.

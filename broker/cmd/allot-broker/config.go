@@ -31,6 +31,9 @@ type config struct {
 	bucketShare float64
 	// timeScale speeds the broker's clocks up to match a simulation's.
 	timeScale float64
+	// gather and gatherMax are the engine's wait for a node's demand to
+	// settle (executor.Config.Gather, GatherMax).
+	gather, gatherMax time.Duration
 
 	electionTTL     time.Duration
 	nodeTTL         time.Duration
@@ -61,6 +64,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.ec2Endpoint, "ec2-endpoint", "", "EC2 endpoint override (e.g. awssim's URL); static test credentials are used with it")
 	fs.Float64Var(&c.bucketShare, "bucket-share", 0.5, "fraction (0,1] of each EC2 request bucket this broker may use; leave room for other tools")
 	fs.Float64Var(&c.timeScale, "time-scale", 1, "simulated seconds per real second, matching awssim's --time-scale")
+	fs.DurationVar(&c.gather, "gather", 500*time.Millisecond, "how long a node's demand must stay unchanged before it is planned, so pods arriving together cost one EC2 call")
+	fs.DurationVar(&c.gatherMax, "gather-max", 2*time.Second, "longest wait for a node's demand to settle before it is planned anyway")
 	fs.DurationVar(&c.electionTTL, "election-ttl", 10*time.Second, "leader session TTL: how long a dead leader keeps the lead")
 	fs.DurationVar(&c.nodeTTL, "node-ttl", 30*time.Second, "how long a node counts as alive after its last heartbeat")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight calls may run after SIGTERM")
@@ -89,6 +94,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return c, fmt.Errorf("--bucket-share %g: want a fraction in (0, 1]", c.bucketShare)
 	case c.timeScale <= 0:
 		return c, fmt.Errorf("--time-scale %g: want a positive number", c.timeScale)
+	case c.gather <= 0 || c.gatherMax < c.gather:
+		return c, fmt.Errorf("--gather %v, --gather-max %v: want 0 < gather <= gather-max", c.gather, c.gatherMax)
 	case c.electionTTL < time.Second:
 		return c, fmt.Errorf("--election-ttl %s: want at least 1s", c.electionTTL)
 	case (c.tlsCert == "") != (c.tlsKey == ""):

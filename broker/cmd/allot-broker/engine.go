@@ -42,6 +42,8 @@ func leaderWork(ctx context.Context, cfg config, st *store.Store, log *slog.Logg
 			EC2:            ec2c,
 			Logger:         log,
 			Interval:       scaled(2 * time.Second),
+			Gather:         scaled(cfg.gather),
+			GatherMax:      scaled(cfg.gatherMax),
 			FailureBackoff: scaled(2 * time.Second),
 			ReleaseAfter:   scaled(2 * time.Minute),
 			ReleaseTimeout: scaled(5 * time.Minute),

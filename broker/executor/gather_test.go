@@ -1,0 +1,120 @@
+package executor_test
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/allotnet/allot/broker/executor"
+	"github.com/allotnet/allot/broker/planner"
+	"github.com/allotnet/allot/broker/store"
+)
+
+// TestGather: a prefix-mode node states its demand three times in quick
+// succession, as an agent does while a burst of pods arrives. The engine
+// waits for the demand to settle and covers the final one with a single
+// AssignPrivateIpAddresses of two prefixes, not one call per statement.
+func TestGather(t *testing.T) {
+	e := newEnv(t, envOpts{nodes: 1, instanceType: "c5.xlarge"})
+	inst := e.insts[0]
+	e.register(t, inst, 0, 0, func(n *store.Node) { n.Mode = "prefix" })
+
+	var mu sync.Mutex
+	var plans []planner.Plan
+	r := e.start(t, executor.Config{Gather: 400 * time.Millisecond, GatherMax: 5 * time.Second, OnPlan: func(p planner.Plan) {
+		mu.Lock()
+		plans = append(plans, p)
+		mu.Unlock()
+	}})
+	for _, pending := range []int{1, 9, 30} {
+		e.demand(t, inst.ID, pending, 0)
+		time.Sleep(50 * time.Millisecond)
+	}
+	ctx := ctxT(t)
+	waitFor(t, "30 addresses on the node", 30*time.Second, func() (bool, error) {
+		return e.satisfied(ctx, map[string]int{inst.ID: 30})
+	})
+	time.Sleep(300 * time.Millisecond)
+	if err := r.stop(t); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(plans) != 1 || len(plans[0].Actions) != 1 {
+		t.Fatalf("plans = %+v; want one plan of one action", plans)
+	}
+	if a := plans[0].Actions[0]; a.Kind != planner.Assign || a.Count != 2 || a.Mode != planner.Prefix {
+		t.Errorf("action = %+v; want one assign of 2 prefixes", a)
+	}
+	if got := e.sim.Counters()["AssignPrivateIpAddresses"].Calls; got != 1 {
+		t.Errorf("AssignPrivateIpAddresses calls = %d, want 1", got)
+	}
+}
+
+// TestGatherMax: a demand that keeps changing is planned once the node has
+// wanted addresses for GatherMax, not held back for as long as it changes.
+func TestGatherMax(t *testing.T) {
+	e := newEnv(t, envOpts{nodes: 1, instanceType: "c5.xlarge"})
+	inst := e.insts[0]
+	e.register(t, inst, 0, 0, nil)
+	r := e.start(t, executor.Config{Gather: time.Hour, GatherMax: 300 * time.Millisecond})
+	defer r.stop(t)
+	e.demand(t, inst.ID, 5, 0)
+	ctx := ctxT(t)
+	waitFor(t, "5 addresses despite an hour's Gather", 30*time.Second, func() (bool, error) {
+		return e.satisfied(ctx, map[string]int{inst.ID: 5})
+	})
+}
+
+// TestKnownInFlight: a demand that says what it was computed against
+// (Known) is served exactly. The delivered addresses count against a
+// demand stated before they were seen, however long that demand stays
+// stored, and a demand that counts them is served again at once — the
+// clock plays no part.
+func TestKnownInFlight(t *testing.T) {
+	e := newEnv(t, envOpts{nodes: 1, instanceType: "c5.xlarge"})
+	inst := e.insts[0]
+	e.register(t, inst, 0, 0, nil)
+	ctx := ctxT(t)
+	have := func() int {
+		enis, err := e.st.ListNodeENIs(ctx, inst.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, x := range enis {
+			n += len(x.Addresses)
+		}
+		return n
+	}
+	base := have()
+	known := func(pending, k int) {
+		t.Helper()
+		err := e.st.PutDemand(ctx, store.Demand{InstanceID: inst.ID, Pending: pending, Known: k, HasKnown: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := e.start(t, executor.Config{Gather: time.Millisecond})
+	defer r.stop(t)
+
+	known(5, base)
+	waitFor(t, "the first 5", 30*time.Second, func() (bool, error) {
+		return e.satisfied(ctx, map[string]int{inst.ID: base + 5})
+	})
+	first := have()
+	// The stored demand still says 5 against the old count: nothing more.
+	time.Sleep(500 * time.Millisecond)
+	if got := have(); got != first {
+		t.Fatalf("a demand stated before the delivery was served again: %d addresses, then %d", first, got)
+	}
+	// The same numbers against the new count are a new need.
+	known(5, first)
+	waitFor(t, "5 more", 30*time.Second, func() (bool, error) {
+		return e.satisfied(ctx, map[string]int{inst.ID: first + 5})
+	})
+	time.Sleep(300 * time.Millisecond)
+	if got, want := have(), first+5; got < want || got > first+14 {
+		t.Errorf("after the second demand: %d addresses, want %d..%d", got, want, first+14)
+	}
+}

@@ -48,12 +48,19 @@ func parseENI(e *allotv1.ENI) (brokerENI, []string) {
 // adds them once IMDS shows them. Addresses the pool has and the broker no
 // longer lists leave the pool only if no pod holds them (pool.Retain); one
 // a pod still holds is drift, logged and kept.
+//
+// The snapshot's address slots (secondary addresses, plus 16 per /28
+// prefix, over the ENIs taken from it) become Known, the figure the next
+// demand is stated against: exactly what the pool holds or the confirmer
+// awaits from this snapshot, set under seenMu with them.
 func (l *Link) applyLocked(enis []*allotv1.ENI, rev int64) bool {
 	if rev != 0 && rev < l.lastRev {
 		l.log.Debug("stale broker snapshot ignored", "revision", rev, "applied", l.lastRev)
 		return false
 	}
 	l.lastRev = rev
+	l.seenMu.Lock()
+	defer l.seenMu.Unlock()
 
 	have := map[netip.Addr]string{} // pool address -> its ENI
 	for _, v := range l.pool.View() {
@@ -64,6 +71,7 @@ func (l *Link) applyLocked(enis []*allotv1.ENI, rev int64) bool {
 	listed := map[string]brokerENI{}
 	listedAddrs := map[netip.Addr]bool{}
 	var listedPfx []netip.Prefix
+	known := 0
 	for _, e := range enis {
 		b, bad := parseENI(e)
 		if len(bad) > 0 {
@@ -74,6 +82,9 @@ func (l *Link) applyLocked(enis []*allotv1.ENI, rev int64) bool {
 			continue
 		}
 		listed[b.id] = b
+		// What the demand accounts for: the pool or the confirmer holds
+		// every well-formed entry of an ENI taken from the snapshot.
+		known += len(b.addrs) + pool.PrefixSize*len(b.prefixes)
 		for _, a := range b.addrs {
 			listedAddrs[a] = true
 		}
@@ -123,7 +134,7 @@ func (l *Link) applyLocked(enis []*allotv1.ENI, rev int64) bool {
 
 	l.mu.Lock()
 	l.listed, l.listedPfx = listedAddrs, listedPfx
-	l.status.Revision = rev
+	l.status.Revision, l.status.Known = rev, known
 	l.mu.Unlock()
 	poke(l.recalc)
 	return true

@@ -156,6 +156,10 @@ func (c *confirmer) confirmOnce(ctx context.Context, p pendingENI) error {
 
 	l.applyMu.Lock()
 	defer l.applyMu.Unlock()
+	// An address moves from awaited to the pool under seenMu, so a demand
+	// never sees it in neither.
+	l.seenMu.Lock()
+	defer l.seenMu.Unlock()
 	// The record may have changed while IMDS was asked: add only what is
 	// still awaited, and nothing the pool holds on another ENI.
 	c.mu.Lock()

@@ -31,9 +31,11 @@ import (
 const (
 	DefaultUsageInterval     = time.Second
 	DefaultHeartbeatInterval = 10 * time.Second
-	// DemandRestateIntervals is how many usage intervals an unchanged,
-	// unmet demand waits before it is stated to the broker again.
-	DemandRestateIntervals = 5
+	// DefaultDemandInterval paces demand statements: each is an etcd write
+	// and a planning round on the broker, and a burst of ADDs changes the
+	// demand once per pod. A tenth of a second keeps a node to ten writes a
+	// second while a waiting ADD still goes out at once.
+	DefaultDemandInterval  = 100 * time.Millisecond
 	DefaultConfirmInterval = 200 * time.Millisecond
 	DefaultBackoffMin      = 100 * time.Millisecond
 	DefaultBackoffMax      = 5 * time.Second
@@ -69,6 +71,11 @@ type Config struct {
 	UsageInterval time.Duration
 	// HeartbeatInterval renews the node's liveness lease.
 	HeartbeatInterval time.Duration
+	// DemandInterval coalesces demand statements: the first change after
+	// a quiet interval is sent at once, later changes within the interval
+	// go out together at its end, with the latest values. Zero means
+	// DefaultDemandInterval; negative sends every change at once.
+	DemandInterval time.Duration
 	// ConfirmInterval is how often IMDS is asked again about delivered
 	// addresses it doesn't show yet.
 	ConfirmInterval time.Duration
@@ -87,6 +94,12 @@ func (c *Config) defaults() {
 	}
 	def(&c.UsageInterval, DefaultUsageInterval)
 	def(&c.HeartbeatInterval, DefaultHeartbeatInterval)
+	switch {
+	case c.DemandInterval == 0:
+		c.DemandInterval = DefaultDemandInterval
+	case c.DemandInterval < 0:
+		c.DemandInterval = 0
+	}
 	def(&c.ConfirmInterval, DefaultConfirmInterval)
 	def(&c.BackoffMin, DefaultBackoffMin)
 	def(&c.BackoffMax, DefaultBackoffMax)
@@ -130,6 +143,11 @@ type Status struct {
 	Limits       pool.Limits
 	// Demand is the demand last sent.
 	Demand pool.Demand
+	// Known is the address slots (secondary addresses, plus 16 per /28
+	// prefix) of the broker snapshot applied last: what the next demand
+	// is computed against, sent with it so the broker can tell what it
+	// delivered since.
+	Known int
 	// Unconfirmed counts delivered addresses IMDS doesn't show yet.
 	Unconfirmed int
 	// UnmetReason and UnmetMessage say why the broker is not meeting the
@@ -158,6 +176,13 @@ type Link struct {
 	lastRev int64
 	// acked are releases acknowledged by this process.
 	acked map[string]bool
+	// seenMu makes a demand's inputs agree: it is held while a broker
+	// snapshot moves addresses into Known, the confirmer and the pool, and
+	// while a confirmed address moves from the confirmer into the pool, and
+	// sendDemand reads all three under it. Otherwise a delivery could be
+	// counted in Known but in neither of the others, and be asked for
+	// again.
+	seenMu sync.Mutex
 
 	mu        sync.Mutex
 	status    Status

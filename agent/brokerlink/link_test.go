@@ -28,9 +28,15 @@ type fixture struct {
 	pool   *pool.Pool
 	net    *hostnet.Recorder
 	link   *Link
+	// tweak, when set, adjusts the link configuration.
+	tweak func(*Config)
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t *testing.T) *fixture { return newFixtureWith(t, nil) }
+
+// newFixtureWith is newFixture with tweak applied to every link's
+// configuration.
+func newFixtureWith(t *testing.T, tweak func(*Config)) *fixture {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -48,7 +54,7 @@ func newFixture(t *testing.T) *fixture {
 	}
 	t.Cleanup(func() { _ = sim.Close() })
 	f := &fixture{t: t, sim: sim, inst: sim.World().Instances()[0].ID, broker: brokertest.Start(t, sim.World()),
-		net: hostnet.NewRecorder()}
+		net: hostnet.NewRecorder(), tweak: tweak}
 	ep, err := sim.IMDSEndpoint(f.inst)
 	if err != nil {
 		t.Fatal(err)
@@ -76,13 +82,20 @@ func newFixture(t *testing.T) *fixture {
 	return f
 }
 
-func (f *fixture) newLink() *Link {
+func (f *fixture) newLink() *Link { return f.newLinkOn(f.pool) }
+
+// newLinkOn returns a link (not running) over p.
+func (f *fixture) newLinkOn(p *pool.Pool) *Link {
 	f.t.Helper()
-	l, err := New(Config{
+	cfg := Config{
 		Identity: f.ident, Targets: pool.Targets{WarmIPs: 1}, Limits: pool.Limits{MaxENIs: 3, IPv4PerENI: 10},
 		UsageInterval: 10 * time.Millisecond, ConfirmInterval: 5 * time.Millisecond, BackoffMin: 10 * time.Millisecond,
 		Logger: slog.New(slog.DiscardHandler),
-	}, Deps{Client: f.broker.Client(), Pool: f.pool, IMDS: f.imds, ENIs: f.net})
+	}
+	if f.tweak != nil {
+		f.tweak(&cfg)
+	}
+	l, err := New(cfg, Deps{Client: f.broker.Client(), Pool: p, IMDS: f.imds, ENIs: f.net})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -116,17 +129,26 @@ func TestStaleSnapshotIgnored(t *testing.T) {
 	l.applyMu.Lock()
 	defer l.applyMu.Unlock()
 	rev := l.lastRev
+	if k := l.Status().Known; k != 2 {
+		t.Fatalf("known %d after delivering 2, want 2", k)
+	}
 	if l.applyLocked(nil, rev-1) {
 		t.Fatal("stale snapshot applied")
 	}
 	if got := f.pool.Stats().Total; got != 2 {
 		t.Fatalf("pool holds %d after a stale empty snapshot, want 2", got)
 	}
+	if k := l.Status().Known; k != 2 {
+		t.Fatalf("known %d after a stale empty snapshot, want 2: the demand is not computed against it", k)
+	}
 	if !l.applyLocked(nil, rev+1) {
 		t.Fatal("newer snapshot not applied")
 	}
 	if got := f.pool.Stats().Total; got != 0 {
 		t.Fatalf("pool holds %d after a newer empty snapshot, want 0 (nothing assigned)", got)
+	}
+	if k := l.Status().Known; k != 0 {
+		t.Fatalf("known %d after a newer empty snapshot, want 0", k)
 	}
 }
 
@@ -198,34 +220,18 @@ func TestNetDemand(t *testing.T) {
 	}
 }
 
-// An unmet demand that doesn't change is stated again every
-// DemandRestateIntervals usage intervals, so the broker never waits on a
-// change that will not come; a met demand (zero) is not repeated.
-func TestUnmetDemandRestated(t *testing.T) {
+// An unmet demand that doesn't change is not stated again: it carries
+// known, so the broker counts what it delivered since without being told
+// anew. Nothing is delivered here, so the shortfall stays as it is.
+func TestUnchangedDemandNotRestated(t *testing.T) {
 	f := newFixture(t)
 	brokertest.WaitFor(t, 10*time.Second, "first demand", func() bool {
 		d := f.broker.Demand(f.inst)
 		return d != nil && d.GetWarmShortfall() > 0
 	})
 	first := f.broker.Calls("SetDemand")
-	// Nothing is delivered, so the shortfall stays as it is.
-	brokertest.WaitFor(t, 10*time.Second, "the same demand stated again", func() bool {
-		return f.broker.Calls("SetDemand") >= first+2
-	})
-	if d := f.broker.Demand(f.inst); d.GetWarmShortfall() == 0 {
-		t.Fatalf("restated demand %+v, want the unmet shortfall", d)
-	}
-
-	// Once the pool holds its warm target the demand is zero, and zero is
-	// not repeated.
-	f.deliver(1)
-	brokertest.WaitFor(t, 10*time.Second, "demand met", func() bool {
-		d := f.broker.Demand(f.inst)
-		return d != nil && d.GetWarmShortfall() == 0 && d.GetPending() == 0
-	})
-	settled := f.broker.Calls("SetDemand")
-	time.Sleep(20 * DemandRestateIntervals * 10 * time.Millisecond)
-	if got := f.broker.Calls("SetDemand"); got != settled {
-		t.Errorf("%d SetDemand calls with nothing unmet, want none", got-settled)
+	time.Sleep(50 * 10 * time.Millisecond) // fifty usage intervals
+	if got := f.broker.Calls("SetDemand"); got != first {
+		t.Errorf("%d SetDemand calls for an unchanged demand, want none", got-first)
 	}
 }

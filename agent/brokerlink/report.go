@@ -6,15 +6,21 @@ import (
 	"slices"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/allotnet/allot/agent/pool"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 
 // reporter is the state of reportLoop: what the broker was last told.
 type reporter struct {
-	demandSent   bool
-	demand       pool.Demand
-	demandTicks  int // usage intervals since an unmet demand was last sent
+	demandSent bool
+	demand     pool.Demand
+	known      int // Known sent with demand
+	// demandAt is when the last SetDemand call went out; demandDue says a
+	// change waits for the end of its DemandInterval.
+	demandAt     time.Time
+	demandDue    bool
 	usageSent    bool
 	assigned     []netip.Addr
 	free         []netip.Addr
@@ -22,17 +28,28 @@ type reporter struct {
 	registeredOK bool
 }
 
-// reportLoop tells the broker what the pool needs and holds. Demand goes
-// out as soon as it changes — an ADD waiting on an empty pool is the most
-// urgent thing a node can say — with at most one call in flight, so a burst
-// of changes coalesces into the latest value. Usage goes out in batches, at
-// most once per UsageInterval and only when it changed. Both are sent again
-// after every registration, and retried while the broker is unreachable.
+// reportLoop tells the broker what the pool needs and holds.
+//
+// Demand is paced by DemandInterval: the first change after a quiet
+// interval goes out at once — an ADD waiting on an empty pool is the most
+// urgent thing a node can say — and changes within the interval coalesce
+// into one statement at its end, with the latest values, so a burst of
+// ADDs costs the broker a few etcd writes instead of one per pod. Calls are
+// made from this loop alone, so at most one is in flight. An unchanged
+// demand is not stated again: it carries Known, so the broker can tell
+// exactly what it delivered since, however long ago it was stated.
+//
+// Usage goes out in batches, at most once per UsageInterval and only when
+// it changed. Both are sent again after every registration, and retried
+// while the broker is unreachable.
 func (l *Link) reportLoop(ctx context.Context) {
 	usage := time.NewTicker(l.cfg.UsageInterval)
 	defer usage.Stop()
 	hb := time.NewTicker(l.cfg.HeartbeatInterval)
 	defer hb.Stop()
+	due := time.NewTimer(time.Hour)
+	due.Stop()
+	defer due.Stop()
 	var r reporter
 	for {
 		select {
@@ -44,21 +61,15 @@ func (l *Link) reportLoop(ctx context.Context) {
 			l.sendUsage(ctx, &r, true)
 		case <-l.pool.Changed():
 			r.usageDirty = true
-			l.sendDemand(ctx, &r)
+			l.demandChanged(ctx, &r, due)
 		case <-l.recalc:
+			l.demandChanged(ctx, &r, due)
+		case <-due.C:
+			r.demandDue = false
 			l.sendDemand(ctx, &r)
 		case <-usage.C:
-			if r.demandSent && r.demand != (pool.Demand{}) {
-				r.demandTicks++
-			}
-			if !r.demandSent || r.demandTicks >= DemandRestateIntervals {
-				// An unmet demand is stated again now and then even when
-				// unchanged: the broker counts what it delivered after
-				// the last statement as still on its way, so a node whose
-				// demand stays short would otherwise wait for a change
-				// that never comes.
-				r.demandSent = false
-				l.sendDemand(ctx, &r)
+			if !r.demandSent {
+				l.demandChanged(ctx, &r, due) // the last call failed
 			}
 			l.sendUsage(ctx, &r, false)
 		case <-hb.C:
@@ -67,35 +78,62 @@ func (l *Link) reportLoop(ctx context.Context) {
 	}
 }
 
-// sendDemand sends the pool's demand if it differs from what the broker
-// last acknowledged.
+// demandChanged states the demand now if no call went out within the last
+// DemandInterval, or else makes sure it is stated at the interval's end.
+func (l *Link) demandChanged(ctx context.Context, r *reporter, due *time.Timer) {
+	if r.demandDue {
+		return
+	}
+	if wait := l.cfg.DemandInterval - time.Since(r.demandAt); wait > 0 && !r.demandAt.IsZero() {
+		r.demandDue = true
+		due.Reset(wait)
+		return
+	}
+	l.sendDemand(ctx, r)
+}
+
+// sendDemand sends the pool's demand, with the Known it was computed
+// against, if either differs from what the broker last acknowledged. Known,
+// what the confirmer awaits and the pool are read together under seenMu: a
+// snapshot applied after the read makes Known stale and the demand too
+// high by what it delivered, which is exactly what the broker counts as on
+// its way and takes off; the apply pokes a recalculation that states both
+// afresh.
 func (l *Link) sendDemand(ctx context.Context, r *reporter) {
 	if !r.registeredOK {
 		return
 	}
+	l.seenMu.Lock()
+	l.mu.Lock()
+	known := l.status.Known
+	l.mu.Unlock()
 	d := netDemand(l.pool.Demand(l.cfg.Targets, l.Limits()), l.confirm.count())
-	if r.demandSent && d == r.demand {
+	l.seenMu.Unlock()
+	if r.demandSent && d == r.demand && known == r.known {
 		return
 	}
+	r.demandAt = time.Now()
 	cctx, cancel := l.call(ctx)
 	defer cancel()
 	_, err := l.client.SetDemand(cctx, &allotv1.SetDemandRequest{
 		InstanceId:    l.node.GetInstanceId(),
 		Pending:       int32(d.Pending),
 		WarmShortfall: int32(d.WarmShortfall),
+		Known:         proto.Int32(int32(known)),
 	})
 	if err != nil {
 		r.demandSent = false
 		if ctx.Err() == nil {
-			l.log.Warn("demand not sent; will retry", "pending", d.Pending, "warm_shortfall", d.WarmShortfall, "err", err)
+			l.log.Warn("demand not sent; will retry", "pending", d.Pending, "warm_shortfall", d.WarmShortfall,
+				"known", known, "err", err)
 		}
 		return
 	}
-	r.demandSent, r.demand, r.demandTicks = true, d, 0
+	r.demandSent, r.demand, r.known = true, d, known
 	l.mu.Lock()
 	l.status.Demand = d
 	l.mu.Unlock()
-	l.log.Debug("demand sent", "pending", d.Pending, "warm_shortfall", d.WarmShortfall)
+	l.log.Debug("demand sent", "pending", d.Pending, "warm_shortfall", d.WarmShortfall, "known", known)
 }
 
 // sendUsage reports which listed addresses pods hold and which are free,

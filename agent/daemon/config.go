@@ -25,10 +25,14 @@ const (
 // Defaults for the Config fields left zero.
 const (
 	// DefaultMaxAddWait bounds how long an ADD that finds the pool empty
-	// waits for capacity on its way before answering "try again later". It
-	// is shorter than the plugin's own timeout (60 s) so the runtime gets
-	// the typed error rather than a timeout.
-	DefaultMaxAddWait = 20 * time.Second
+	// waits for capacity on its way before answering "try again later".
+	// Failing early gains nothing: the runtime tears the sandbox down and
+	// kubelet requeues the pod only after 10 to 15 s of back-off, and
+	// capacity that arrives meanwhile waits unused, so an ADD waits as long
+	// as it safely can. It stays under the plugin's own timeout (60 s), so
+	// the runtime gets the typed error rather than a timeout, and well
+	// under kubelet's runtime request timeout (2 min).
+	DefaultMaxAddWait = 50 * time.Second
 	// DefaultDelQueueInterval is how often the plugin's DEL queue is
 	// replayed after start.
 	DefaultDelQueueInterval = time.Minute
@@ -84,6 +88,11 @@ type Config struct {
 	// HeartbeatInterval keeps the node's liveness lease; 0 means the
 	// brokerlink default.
 	HeartbeatInterval time.Duration
+	// DemandInterval coalesces demand statements to the broker: the first
+	// change after a quiet interval is sent at once, later ones at the
+	// interval's end. 0 means the brokerlink default (100 ms); negative
+	// sends every change.
+	DemandInterval time.Duration
 	// ConfirmInterval is how often IMDS is polled for delivered addresses
 	// it doesn't show yet; 0 means the brokerlink default.
 	ConfirmInterval time.Duration

@@ -82,7 +82,7 @@ func (a *Agent) start(ctx context.Context) error {
 		Identity: id, PrefixMode: a.cfg.Mode == ModePrefix, Targets: a.cfg.Warm, Limits: limits, MTU: a.cfg.MTU,
 		PreparedENIs: prepared, OnENIReady: a.onENIReady,
 		UsageInterval: a.cfg.UsageInterval, HeartbeatInterval: a.cfg.HeartbeatInterval,
-		ConfirmInterval: a.cfg.ConfirmInterval, Logger: a.deps.Logger,
+		DemandInterval: a.cfg.DemandInterval, ConfirmInterval: a.cfg.ConfirmInterval, Logger: a.deps.Logger,
 	}, brokerlink.Deps{Client: a.deps.Broker, Pool: p, IMDS: a.deps.IMDS, ENIs: a.net})
 	if err != nil {
 		return err

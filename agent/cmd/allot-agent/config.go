@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/allotnet/allot/agent/brokerlink"
 	"github.com/allotnet/allot/agent/daemon"
 	"github.com/allotnet/allot/agent/pool"
 	"github.com/allotnet/allot/cni/plugin"
@@ -58,7 +59,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 
 	fs.DurationVar(&a.Cooldown, "cooldown", pool.DefaultCooldown, "how long a freed pod address rests before reuse")
 	fs.DurationVar(&a.MaxAddWait, "max-add-wait", daemon.DefaultMaxAddWait,
-		"how long an ADD waits on an empty pool before answering try-again-later (keep below the plugin's timeout)")
+		"how long an ADD waits on an empty pool for capacity on its way before answering try-again-later "+
+			"(keep below the plugin's 60s timeout; an early failure costs the pod kubelet's 10-15s back-off)")
 	fs.StringVar(&a.CheckpointPath, "checkpoint", "/var/lib/allot/checkpoint.json", "allocation checkpoint file")
 	fs.StringVar(&a.SocketPath, "socket", plugin.DefaultAgentSocket, "CNI unix socket (mode 0600)")
 	fs.StringVar(&a.IntrospectAddr, "introspect-addr", "127.0.0.1:61679", "loopback address of /v1/enis, /v1/pods, /healthz, /metrics (empty: off)")
@@ -69,6 +71,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&a.MTU, "mtu", 0, "MTU of ENI links and pod veths (0: leave as is)")
 	fs.DurationVar(&a.UsageInterval, "usage-interval", 0, "batch usage reports to the broker at most this often (0: 1s)")
 	fs.DurationVar(&a.HeartbeatInterval, "heartbeat-interval", 0, "liveness heartbeat to the broker (0: 10s)")
+	fs.DurationVar(&a.DemandInterval, "demand-interval", brokerlink.DefaultDemandInterval,
+		"coalesce demand updates to the broker: the first change goes at once, later ones within this interval "+
+			"together at its end (0: every change at once)")
 	fs.StringVar(&c.nodeNetNS, "node-netns", "", "network namespace path of the node (empty: the agent's own)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -103,6 +108,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if a.Cooldown == 0 {
 		a.Cooldown = -1 // an explicit 0 on the command line means none
+	}
+	if a.DemandInterval == 0 {
+		a.DemandInterval = -1 // likewise: no coalescing
 	}
 	return c, nil
 }

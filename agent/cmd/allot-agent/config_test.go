@@ -34,7 +34,7 @@ func TestParseFlags(t *testing.T) {
 		"--imds-endpoint=http://127.0.0.1:9999", "--broker=10.1.0.1:7600, 10.1.0.2:7600",
 		"--mode=prefix", "--warm-prefix-target=2", "--max-enis=3", "--cooldown=0",
 		"--max-add-wait=5s", "--snat-exclude-cidrs=192.168.0.0/16,172.16.1.7/12", "--external-snat",
-		"--checkpoint=/tmp/x/ck.json", "--introspect-addr=",
+		"--checkpoint=/tmp/x/ck.json", "--introspect-addr=", "--demand-interval=250ms",
 	}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -48,6 +48,9 @@ func TestParseFlags(t *testing.T) {
 	}
 	if a.Cooldown >= 0 {
 		t.Errorf("--cooldown=0 gave %v, want negative (no cooldown)", a.Cooldown)
+	}
+	if a.DemandInterval != 250*time.Millisecond {
+		t.Errorf("--demand-interval=250ms gave %v", a.DemandInterval)
 	}
 	if a.MaxAddWait != 5*time.Second || !a.ExternalSNAT || a.CheckpointPath != "/tmp/x/ck.json" || a.IntrospectAddr != "" {
 		t.Errorf("config %+v", a)
@@ -63,5 +66,16 @@ func TestParseFlags(t *testing.T) {
 	}
 	if d.agent.SocketPath != "/run/allot/cni.sock" || d.agent.DelQueueDir != "/var/lib/allot/del-queue" || d.agent.Cooldown != 30*time.Second {
 		t.Errorf("defaults %+v", d.agent)
+	}
+	// Demand updates coalesce over 100 ms; ADDs wait 50 s on an empty pool.
+	if d.agent.DemandInterval != 100*time.Millisecond || d.agent.MaxAddWait != 50*time.Second {
+		t.Errorf("defaults: demand interval %v, max add wait %v", d.agent.DemandInterval, d.agent.MaxAddWait)
+	}
+	z, err := parseFlags([]string{"--imds-endpoint=http://127.0.0.1:9999", "--broker=b:1", "--demand-interval=0"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if z.agent.DemandInterval >= 0 {
+		t.Errorf("--demand-interval=0 gave %v, want negative (every change at once)", z.agent.DemandInterval)
 	}
 }

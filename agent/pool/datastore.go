@@ -23,6 +23,19 @@ func (p *Pool) Add(ctx context.Context, key Key, info PodInfo) (Allocation, erro
 		ctx, cancel = context.WithTimeout(ctx, p.cfg.MaxWait)
 		defer cancel()
 	}
+	// Counted as arriving until it holds an address or gives up; told to
+	// the reporters now, before the lock, which other ADDs' checkpoint
+	// writes may hold for a while.
+	p.arriving.Add(1)
+	arrived := false
+	served := func() {
+		if !arrived {
+			arrived = true
+			p.arriving.Add(-1)
+		}
+	}
+	defer served()
+	p.notify()
 	waiting := false
 	p.mu.Lock()
 	defer func() {
@@ -34,11 +47,13 @@ func (p *Pool) Add(ctx context.Context, key Key, info PodInfo) (Allocation, erro
 	}()
 	for {
 		if al, ok := p.allocs[key]; ok {
+			served()
 			return *al, nil
 		}
 		now := p.cfg.Clock.Now()
 		p.expireLocked(now)
 		if a := p.pickLocked(); a != nil {
+			served()
 			al := &Allocation{Key: key, PodInfo: info, Addr: a.addr, ENIID: a.eni, Created: now}
 			a.state, a.holder = checkpoint.Assigned, key
 			p.allocs[key] = al
@@ -76,7 +91,10 @@ func (p *Pool) Add(ctx context.Context, key Key, info PodInfo) (Allocation, erro
 
 // signalLocked tells reporters something changed without persisting (the
 // pending count lives in memory only: waiting ADDs die with the process).
-func (p *Pool) signalLocked() {
+func (p *Pool) signalLocked() { p.notify() }
+
+// notify gives the reporters a token; it needs no lock.
+func (p *Pool) notify() {
 	select {
 	case p.changed <- struct{}{}:
 	default:

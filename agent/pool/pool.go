@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/allotnet/allot/agent/checkpoint"
@@ -55,6 +56,12 @@ type Pool struct {
 	allocs   map[Key]*Allocation
 	usageSeq uint64
 	pending  int
+	// arriving counts ADDs inside Add that hold no address yet: waiting on
+	// an empty pool, and also queued for mu behind other ADDs' checkpoint
+	// writes. The demand counts them all, so a burst of pods on one node
+	// is stated as one demand at once rather than as the writes let the
+	// ADDs through one by one.
+	arriving atomic.Int64
 	// wake is closed (and replaced) when an address may have become
 	// available, to wake waiting ADDs.
 	wake chan struct{}
@@ -246,7 +253,26 @@ func (p *Pool) Demand(t Targets, l Limits) Demand {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.expireLocked(p.cfg.Clock.Now())
-	return Demand{Pending: p.pending, WarmShortfall: Shortfall(t, l, StatsOf(p.viewLocked()))}
+	return p.demandLocked(t, l)
+}
+
+// demandLocked counts every ADD that holds no address yet (arriving). The
+// ones the free addresses will serve are counted as already holding theirs;
+// the rest are Pending, and the warm targets are measured on what the
+// arrivals leave free.
+func (p *Pool) demandLocked(t Targets, l Limits) Demand {
+	s := StatsOf(p.viewLocked())
+	free := 0
+	for _, a := range p.addrs {
+		if a.state == checkpoint.Free {
+			free++
+		}
+	}
+	unserved := max(int(p.arriving.Load()), p.pending)
+	taken := min(unserved, free)
+	s.Assigned += taken
+	s.FreePrefixes = min(s.FreePrefixes, max(s.Available(), 0)/PrefixSize)
+	return Demand{Pending: unserved - taken, WarmShortfall: Shortfall(t, l, s)}
 }
 
 // Excess is what the pool could give back under targets t and limits l.

@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"path/filepath"
 	"reflect"
@@ -442,5 +443,46 @@ func TestUsageAndDemand(t *testing.T) {
 	// .12 is cooling, so only .13 may go.
 	if !slices.Equal(r.Addresses, ips("10.0.0.13")) {
 		t.Fatalf("excess %+v", r)
+	}
+}
+
+// TestDemandCountsArrivingADDs: ADDs queued behind the pool's lock (another
+// ADD's checkpoint write holds it) are demand already. Of five arriving
+// ADDs, the two free addresses serve two; three are pending, and the warm
+// target is measured on what the arrivals leave free (none).
+func TestDemandCountsArrivingADDs(t *testing.T) {
+	f := newPool(t, Config{})
+	f.capacity(t, "eni-0", "10.0.0.11", "10.0.0.12")
+	lim := Limits{MaxENIs: 3, IPv4PerENI: 10}
+	f.p.mu.Lock() // as a checkpoint write in progress would
+	done := make(chan error, 5)
+	for i := range 5 {
+		go func() {
+			_, err := f.p.Add(context.Background(), key(fmt.Sprintf("c%d", i)), PodInfo{})
+			done <- err
+		}()
+	}
+	waitFor(t, func() bool { return f.p.arriving.Load() == 5 })
+	d := f.p.demandLocked(Targets{WarmIPs: 1}, lim)
+	f.p.mu.Unlock()
+	if d.Pending != 3 || d.WarmShortfall != 1 {
+		t.Fatalf("demand with 5 ADDs arriving on 2 free addresses: %+v; want pending 3, warm shortfall 1", d)
+	}
+	// Once they are through, the count is the waiting ones as before.
+	waitFor(t, func() bool { return f.p.Pending() == 3 })
+	if d := f.p.Demand(Targets{WarmIPs: 1}, lim); d.Pending != 3 || d.WarmShortfall != 1 {
+		t.Fatalf("demand with 3 waiting: %+v", d)
+	}
+	f.capacity(t, "eni-1", "10.0.1.11", "10.0.1.12", "10.0.1.13", "10.0.1.14")
+	for range 5 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := f.p.arriving.Load(); n != 0 {
+		t.Fatalf("arriving = %d after every ADD returned", n)
+	}
+	if d := f.p.Demand(Targets{WarmIPs: 1}, lim); d.Pending != 0 || d.WarmShortfall != 0 {
+		t.Fatalf("demand after: %+v", d)
 	}
 }

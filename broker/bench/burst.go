@@ -25,10 +25,17 @@ func burst(ctx context.Context, cfg Config, nodes []cni, tick func(placed int, e
 	var placed atomic.Int64
 	var fails failures
 	var wg sync.WaitGroup
-	start := time.Now()
+	// Every pod's goroutine is made first and waits at the gate; closing it
+	// requests them all at the same instant. Made and started in one loop,
+	// the later pods would reach their node up to a second of wall time
+	// after the first (the loop shares the CPU with the ADDs it started),
+	// which is not "at once" and would show up as the broker's latency.
+	gate := make(chan struct{})
+	var start time.Time
 	for i, b := range nodes {
 		for p := range per {
 			wg.Go(func() {
+				<-gate
 				r := runPod(bctx, k, b, i, p, start, &fails)
 				results[i*per+p] = r
 				if r.Placed {
@@ -37,6 +44,8 @@ func burst(ctx context.Context, cfg Config, nodes []cni, tick func(placed int, e
 			})
 		}
 	}
+	start = time.Now()
+	close(gate)
 	done := make(chan struct{})
 	go func() {
 		wg.Wait()

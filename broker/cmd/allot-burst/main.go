@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -44,7 +45,7 @@ func main() {
 
 // run is the harness.
 func run(args []string) int {
-	cfg, level, err := parseFlags(args, os.Stderr)
+	cfg, level, profile, err := parseFlags(args, os.Stderr)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -54,6 +55,19 @@ func run(args []string) int {
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	cfg.Progress = os.Stderr
+	if profile != "" {
+		f, err := os.Create(profile)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "allot-burst: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(os.Stderr, "allot-burst: %v\n", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	rep, err := bench.Run(ctx, cfg)
@@ -74,9 +88,10 @@ func run(args []string) int {
 	return 0
 }
 
-func parseFlags(args []string, stderr io.Writer) (bench.Config, slog.Level, error) {
+func parseFlags(args []string, stderr io.Writer) (bench.Config, slog.Level, string, error) {
 	var cfg bench.Config
 	var level slog.Level
+	var profile string
 	fs := flag.NewFlagSet("allot-burst", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.IntVar(&cfg.Nodes, "nodes", bench.DefaultNodes, "nodes (instances) in the burst")
@@ -95,16 +110,17 @@ func parseFlags(args []string, stderr io.Writer) (bench.Config, slog.Level, erro
 	fs.Int64Var(&cfg.Seed, "seed", 1, "awssim seed")
 	inProcess := fs.Bool("in-process", false, "run the broker and awssim in the harness process (no CPU/RSS attribution)")
 	fs.StringVar(&cfg.BrokerCPUProfile, "broker-cpuprofile", "", "write each variant's broker CPU profile to this path plus a suffix")
+	fs.StringVar(&profile, "cpuprofile", "", "write the harness's own CPU profile (the nodes and the kubelet stand-in) to this file")
 	childLogs := fs.Bool("child-logs", false, "pass the broker's and awssim's logs to stderr")
 	logLevel := fs.String("log-level", "error", "harness log level: debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {
-		return cfg, level, err
+		return cfg, level, profile, err
 	}
 	if fs.NArg() > 0 {
-		return cfg, level, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+		return cfg, level, profile, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return cfg, level, fmt.Errorf("--log-level: %w", err)
+		return cfg, level, profile, fmt.Errorf("--log-level: %w", err)
 	}
 	for _, m := range strings.Split(*modes, ",") {
 		if m = strings.TrimSpace(m); m != "" {
@@ -117,14 +133,14 @@ func parseFlags(args []string, stderr io.Writer) (bench.Config, slog.Level, erro
 		}
 		v, err := strconv.ParseFloat(s, 64)
 		if err != nil {
-			return cfg, level, fmt.Errorf("--shares %q: %w", s, err)
+			return cfg, level, profile, fmt.Errorf("--shares %q: %w", s, err)
 		}
 		cfg.Shares = append(cfg.Shares, v)
 	}
 	if !*inProcess {
 		self, err := os.Executable()
 		if err != nil {
-			return cfg, level, fmt.Errorf("find own executable to run the broker and awssim as children: %w", err)
+			return cfg, level, profile, fmt.Errorf("find own executable to run the broker and awssim as children: %w", err)
 		}
 		cfg.Spawn = func(role string, args []string) *exec.Cmd {
 			return exec.Command(self, append([]string{role}, args...)...)
@@ -134,9 +150,9 @@ func parseFlags(args []string, stderr io.Writer) (bench.Config, slog.Level, erro
 		cfg.ChildStderr = os.Stderr
 	}
 	if err := cfg.WithDefaults().Validate(); err != nil {
-		return cfg, level, err
+		return cfg, level, profile, err
 	}
-	return cfg, level, nil
+	return cfg, level, profile, nil
 }
 
 // child runs one internal role until its stdin closes (the harness stops

@@ -51,7 +51,10 @@ func (s *budgetService) ListSubnetBudgets(ctx context.Context, _ *allotv1.ListSu
 // WatchSubnetBudgets sends every subnet, then each subnet again whenever
 // one of its figures changes.
 func (s *budgetService) WatchSubnetBudgets(_ *allotv1.WatchSubnetBudgetsRequest, stream allotv1.BudgetService_WatchSubnetBudgetsServer) error {
-	sub := s.hub.subscribe()
+	sub, err := s.hub.subscribeBudgets(stream.Context())
+	if err != nil {
+		return err
+	}
 	defer sub.close()
 	sent := map[string]*allotv1.SubnetBudget{}
 	for {

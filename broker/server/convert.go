@@ -32,17 +32,18 @@ func enisProto(es []store.ENI, cidrs map[string]string) []*allotv1.ENI {
 }
 
 // nodeEvent is the snapshot WatchNode sends for one node (without its
-// revision, so two snapshots of the same state compare equal).
-func nodeEvent(v *view, instanceID string) *allotv1.NodeEvent {
-	n := v.nodeBy[instanceID]
+// revision, so two snapshots of the same state compare equal): the node's
+// ENIs sorted by ID, its limits, its open (proposed or acknowledged)
+// releases oldest first, and why its demand is unmet if it is.
+func nodeEvent(n store.Node, enis []store.ENI, open []store.Release, st store.NodeStatus, cidrs map[string]string) *allotv1.NodeEvent {
 	ev := &allotv1.NodeEvent{
-		Enis:          enisProto(v.enisBy[instanceID], subnetCIDRs(v.subnets)),
+		Enis:          enisProto(enis, cidrs),
 		MaxEnis:       int32(n.MaxENIs),
 		Ipv4PerEni:    int32(n.IPv4PerENI),
 		ReleaseStates: true,
-		Unmet:         unmetProto(v.statuses[instanceID]),
+		Unmet:         unmetProto(st),
 	}
-	for _, r := range v.releaseBy[instanceID] {
+	for _, r := range open {
 		state := allotv1.ReleaseState_RELEASE_STATE_PROPOSED
 		if r.State == store.ReleaseAcked {
 			state = allotv1.ReleaseState_RELEASE_STATE_ACKED

@@ -17,7 +17,8 @@ type Store interface {
 	// cheap read of their own.
 	Client() *clientv3.Client
 	Prefix() string
-	Watch(ctx context.Context) <-chan int64
+	// Follow keeps the watch streams' copy of the records current.
+	Follow(ctx context.Context) *store.Follower
 
 	PutNode(ctx context.Context, n store.Node) (store.Node, error)
 	GetNode(ctx context.Context, id string) (store.Node, error)

@@ -1,10 +1,12 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/allotnet/allot/broker/store"
@@ -63,23 +65,64 @@ func (s *nodeService) Register(ctx context.Context, req *allotv1.RegisterRequest
 	if err != nil {
 		return nil, err
 	}
-	enis, err := s.st.ListNodeENIs(ctx, n.InstanceID)
+	enis, rev, err := s.nodeENIs(ctx, n.InstanceID, rev)
 	if err != nil {
-		return nil, fmt.Errorf("register %s: list enis: %w", n.InstanceID, err)
-	}
-	subnets, err := s.st.ListSubnets(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("register %s: list subnets: %w", n.InstanceID, err)
+		return nil, fmt.Errorf("register %s: %w", n.InstanceID, err)
 	}
 	s.log.Info("node registered", "instance_id", n.InstanceID, "instance_type", n.InstanceType,
 		"mode", n.Mode, "enis", len(enis))
 	return &allotv1.RegisterResponse{
-		Enis:         enisProto(enis, subnetCIDRs(subnets)),
+		Enis:         enis,
 		MaxAddresses: int32(maxAddresses(saved)),
 		Revision:     rev,
 		MaxEnis:      int32(saved.MaxENIs),
 		Ipv4PerEni:   int32(saved.IPv4PerENI),
 	}, nil
+}
+
+// registerPatience is how long Register waits for the hub to publish the
+// node's registration before it reads the node's ENIs from etcd itself.
+const registerPatience = time.Second
+
+// nodeENIs returns the broker's record of the node's ENIs (primary first,
+// then by device index, then by ID) as of revision rev or newer, and the
+// revision it is as of: from the hub once it has caught up with rev, else
+// read from etcd, which costs every ENI of the cluster.
+func (s *nodeService) nodeENIs(ctx context.Context, id string, rev int64) ([]*allotv1.ENI, int64, error) {
+	if ns, at, ok := s.hub.nodeAt(ctx, id, rev, registerPatience); ok {
+		var out []*allotv1.ENI
+		if ns != nil {
+			out = make([]*allotv1.ENI, 0, len(ns.ev.GetEnis()))
+			for _, e := range ns.ev.GetEnis() {
+				out = append(out, proto.CloneOf(e))
+			}
+		}
+		slices.SortFunc(out, func(a, b *allotv1.ENI) int {
+			return cmp.Or(boolFirst(a.GetPrimary(), b.GetPrimary()), cmp.Compare(a.GetDeviceIndex(), b.GetDeviceIndex()),
+				strings.Compare(a.GetEniId(), b.GetEniId()))
+		})
+		return out, at, nil
+	}
+	enis, err := s.st.ListNodeENIs(ctx, id)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list enis: %w", err)
+	}
+	subnets, err := s.st.ListSubnets(ctx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list subnets: %w", err)
+	}
+	return enisProto(enis, subnetCIDRs(subnets)), rev, nil
+}
+
+// boolFirst orders true before false.
+func boolFirst(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return -1
+	}
+	return 1
 }
 
 // applyLimits fills the node's ENI limits from the instance type, capped by
@@ -133,7 +176,20 @@ func (s *nodeService) ReportUsage(ctx context.Context, req *allotv1.ReportUsageR
 
 // checkOwned returns ErrNotOwner naming the first address that is not on
 // one of the node's ENIs, and whose it is if anyone's.
+//
+// The hub's published state answers first, in the node's ENIs alone. It
+// may be a little behind etcd, but the agent reports only addresses the
+// broker listed to it, and every NodeEvent comes from that state, which
+// never goes back. A RegisterResponse may have been read from etcd ahead
+// of the hub (see nodeENIs), so whatever the hub's state lacks is checked
+// again in etcd before it is refused. The hub may still list an address
+// etcd has just taken away; so could the etcd read, since PutUsage does not
+// compare the ENIs, and whoever reads a usage report counts only addresses
+// still on the node's ENIs.
 func (s *nodeService) checkOwned(ctx context.Context, id string, lists ...[]string) error {
+	if ns, live := s.hub.node(id); live && ns != nil && ownsAll(ns.enis, lists) {
+		return nil
+	}
 	own, err := s.st.ListNodeENIs(ctx, id)
 	if err != nil {
 		return fmt.Errorf("report usage of %s: list enis: %w", id, err)
@@ -157,6 +213,19 @@ func (s *nodeService) checkOwned(ctx context.Context, id string, lists ...[]stri
 	return nil
 }
 
+// ownsAll reports whether every address of lists is on one of enis.
+func ownsAll(enis []store.ENI, lists [][]string) bool {
+	ix := newAddrIndex(enis)
+	for _, list := range lists {
+		for _, a := range list {
+			if _, ok := ix.owner(a); !ok {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // SetDemand records the node's latest demand; the leader's planner reads it.
 func (s *nodeService) SetDemand(ctx context.Context, req *allotv1.SetDemandRequest) (*allotv1.SetDemandResponse, error) {
 	id := req.GetInstanceId()
@@ -167,6 +236,8 @@ func (s *nodeService) SetDemand(ctx context.Context, req *allotv1.SetDemandReque
 		InstanceID:    id,
 		Pending:       int(req.GetPending()),
 		WarmShortfall: int(req.GetWarmShortfall()),
+		Known:         int(req.GetKnown()),
+		HasKnown:      req.Known != nil,
 		UpdatedAt:     s.now(),
 	})
 	if err != nil {
@@ -176,35 +247,45 @@ func (s *nodeService) SetDemand(ctx context.Context, req *allotv1.SetDemandReque
 }
 
 // WatchNode sends the node's full state now and again after every change
-// that alters it. Snapshots are read once per batch of store changes for
-// all streams (see hub), and a stream that falls behind skips straight to
-// the latest.
+// that alters it. The hub computes a node's snapshot once per batch of
+// store changes that touched the node, whoever watches, and a stream that
+// falls behind skips straight to the latest.
 func (s *nodeService) WatchNode(req *allotv1.WatchNodeRequest, stream allotv1.NodeService_WatchNodeServer) error {
 	ctx := stream.Context()
 	id := req.GetInstanceId()
 	if err := s.registered(ctx, id); err != nil {
 		return err
 	}
-	sub := s.hub.subscribe()
-	defer sub.close()
+	sub, err := s.hub.subscribeNode(ctx, id)
+	if err != nil {
+		return err
+	}
 	var last *allotv1.NodeEvent
 	for {
-		v, err := sub.next(ctx)
+		ns, rev, err := sub.next(ctx)
 		if err != nil {
 			return err
 		}
-		ev := nodeEvent(v, id)
+		ev := emptyNodeEvent
+		if ns != nil {
+			ev = ns.ev
+		}
+		// The hub replaces a node's state only when its event changes, but
+		// a node whose records all went and came back may repeat itself.
 		if last != nil && proto.Equal(ev, last) {
 			continue
 		}
 		last = ev
 		out := proto.CloneOf(ev)
-		out.Revision = v.rev
+		out.Revision = rev
 		if err := stream.Send(out); err != nil {
 			return err
 		}
 	}
 }
+
+// emptyNodeEvent is the event of a node the broker holds nothing of.
+var emptyNodeEvent = nodeEvent(store.Node{}, nil, nil, store.NodeStatus{}, nil)
 
 // AckRelease records the agent's consent to give back (part of) a release
 // proposal. The store refuses another node's release (ErrNotOwner) and
@@ -232,7 +313,14 @@ func (s *nodeService) Heartbeat(ctx context.Context, req *allotv1.HeartbeatReque
 
 // registered returns NotFound for a node that never registered, with what
 // to do about it.
+//
+// The hub's state answers when it lists the node. It may be a moment
+// behind a deletion; PutUsage and PutDemand check the node in their own
+// transaction all the same.
 func (s *nodeService) registered(ctx context.Context, id string) error {
+	if ns, live := s.hub.node(id); live && ns != nil && ns.registered {
+		return nil
+	}
 	if _, err := s.st.GetNode(ctx, id); err != nil {
 		if isNotFound(err) {
 			return fmt.Errorf("node %s is not registered; call Register first: %w", id, store.ErrNotFound)

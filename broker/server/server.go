@@ -1,7 +1,8 @@
 // Package server is the broker's gRPC surface: NodeService for agents,
 // BudgetService for capacity planners and AdminService for operators, with
 // the standard health service and reflection. It keeps no state of its own:
-// every answer is read from etcd, so any replica, leader or standby, serves
+// every answer is read from etcd, directly or through a copy kept current
+// by an etcd watch (see hub), so any replica, leader or standby, serves
 // every client; only the leader runs the engine.
 package server
 
@@ -30,10 +31,10 @@ type Config struct {
 	// NodeTTL is the liveness lease a Heartbeat renews; 30s if zero.
 	NodeTTL time.Duration
 	// Coalesce is how long the watch streams let a burst of changes settle
-	// before reading the state once; 50ms if zero.
+	// before the nodes it touched are recomputed once; 50ms if zero.
 	Coalesce time.Duration
-	// Resync re-reads the state for watchers even without a change; 30s if
-	// zero.
+	// Resync re-reads the whole state the watch streams follow even without
+	// a change; 30s if zero.
 	Resync time.Duration
 	// HealthInterval is how often etcd reachability is checked for the
 	// health service; 5s if zero.

@@ -8,12 +8,12 @@ import (
 	"github.com/allotnet/allot/broker/store"
 )
 
-// view is the state the streams and the budget figures are computed from,
-// read from etcd in one go. Revision is read first, so every record is at
-// least as new as it.
+// view is the whole state the budget figures and the admin summaries are
+// computed from: read from etcd by loadView (revision first, so every
+// record is at least as new as it), or built by the hub from its mirror
+// (every record exactly as of rev).
 type view struct {
 	rev       int64
-	seq       uint64 // load number; the hub's subscribers compare it
 	subnets   []store.Subnet
 	nodes     []store.Node
 	enis      []store.ENI

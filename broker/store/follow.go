@@ -1,0 +1,286 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// RecordKind names a kind of record a Follower reports. Its value is the
+// kind's directory under the cluster prefix.
+type RecordKind string
+
+// The kinds a Follower follows: what the broker's read side serves from.
+// Demand, liveness and intents change on the hot path and are left out.
+const (
+	RecordSubnet  RecordKind = kindSubnets
+	RecordNode    RecordKind = kindNodes
+	RecordENI     RecordKind = kindENIs
+	RecordUsage   RecordKind = kindUsage
+	RecordRelease RecordKind = kindReleases
+	RecordStatus  RecordKind = kindStatus
+)
+
+// Records is every record of the followed kinds at one etcd revision.
+type Records struct {
+	Rev      int64
+	Subnets  []Subnet
+	Nodes    []Node
+	ENIs     []ENI
+	Usage    []Usage
+	Releases []Release
+	Statuses []NodeStatus
+}
+
+// Change is one followed record written or deleted.
+type Change struct {
+	Kind    RecordKind
+	ID      string
+	Deleted bool
+	// Record is the new value unless Deleted: a Subnet, Node, ENI, Usage,
+	// Release or NodeStatus (the type Kind names) with Rev set.
+	Record any
+}
+
+// FollowUpdate is one message of a Follower: a full Snapshot (first, and
+// again after every break in the watch), a batch of Changes in the order
+// etcd applied them, or only progress. After it, the reader holds every
+// change up to and including Rev. Err reports a break (etcd unreachable, a
+// record that does not decode); a Snapshot follows once a full read works
+// again, and until then the reader's copy is as old as the last Rev.
+type FollowUpdate struct {
+	Snapshot *Records
+	Changes  []Change
+	Rev      int64
+	Err      error
+}
+
+// Follower keeps a reader's copy of the followed records current: one full
+// read, then the changes from an etcd watch on the prefix, each record
+// decoded once however many readers it serves. Create it with Follow.
+type Follower struct {
+	s      *Store
+	ctx    context.Context // carries the watch stream's metadata, see RequestProgress
+	out    chan FollowUpdate
+	resync chan struct{}
+}
+
+// errResync ends a watch so the follower reads everything again.
+var errResync = errors.New("store: resync requested")
+
+// Follow starts following. Updates must be read promptly: the follower
+// waits for its reader (etcd buffers meanwhile). The channel closes when
+// ctx ends.
+func (s *Store) Follow(ctx context.Context) *Follower {
+	f := &Follower{
+		s:      s,
+		ctx:    clientv3.WithRequireLeader(ctx),
+		out:    make(chan FollowUpdate),
+		resync: make(chan struct{}, 1),
+	}
+	go f.run()
+	return f
+}
+
+// Updates returns the follower's updates.
+func (f *Follower) Updates() <-chan FollowUpdate { return f.out }
+
+// RequestProgress asks etcd to report the current revision on the watch
+// once every change up to it has been sent, as an update with no changes.
+// A reader that must be at least as new as a revision read elsewhere calls
+// it, since writes outside the prefix raise the revision without an event.
+// etcd answers only while the watch is caught up, so a reader that hears
+// nothing asks again (or calls Resync).
+func (f *Follower) RequestProgress() error {
+	// The same outgoing metadata as the watch's context selects its stream.
+	if err := f.s.cli.RequestProgress(f.ctx); err != nil {
+		return fmt.Errorf("request watch progress: %w", err)
+	}
+	return nil
+}
+
+// Resync makes the follower read everything again and send a Snapshot.
+func (f *Follower) Resync() {
+	select {
+	case f.resync <- struct{}{}:
+	default:
+	}
+}
+
+func (f *Follower) run() {
+	defer close(f.out)
+	var delay time.Duration
+	for f.ctx.Err() == nil {
+		if delay > 0 {
+			select {
+			case <-f.ctx.Done():
+				return
+			case <-time.After(delay):
+			}
+		}
+		// Whatever fails next, don't spin while etcd is unreachable.
+		delay = time.Second
+		recs, err := f.s.readRecords(f.ctx)
+		if err != nil {
+			if f.ctx.Err() != nil || !f.send(FollowUpdate{Err: err}) {
+				return
+			}
+			continue
+		}
+		if !f.send(FollowUpdate{Snapshot: recs, Rev: recs.Rev}) {
+			return
+		}
+		err = f.watch(recs.Rev)
+		switch {
+		case f.ctx.Err() != nil:
+			return
+		case errors.Is(err, errResync):
+			delay = 0
+		default:
+			delay = 200 * time.Millisecond
+			if !f.send(FollowUpdate{Err: err}) {
+				return
+			}
+		}
+	}
+}
+
+func (f *Follower) send(u FollowUpdate) bool {
+	select {
+	case f.out <- u:
+		return true
+	case <-f.ctx.Done():
+		return false
+	}
+}
+
+// watch sends the changes after rev until the watch breaks or a resync is
+// asked for.
+func (f *Follower) watch(rev int64) error {
+	wctx, cancel := context.WithCancel(f.ctx)
+	defer cancel()
+	wch := f.s.cli.Watch(wctx, f.s.prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+	for {
+		select {
+		case <-f.resync:
+			return errResync
+		case resp, ok := <-wch:
+			if !ok {
+				return fmt.Errorf("etcd watch on %s closed", f.s.prefix)
+			}
+			if err := resp.Err(); err != nil {
+				return fmt.Errorf("etcd watch on %s: %w", f.s.prefix, err)
+			}
+			if resp.Canceled {
+				return fmt.Errorf("etcd watch on %s canceled", f.s.prefix)
+			}
+			if resp.IsProgressNotify() {
+				// Sent only when every change up to it was delivered.
+				if !f.send(FollowUpdate{Rev: resp.Header.Revision}) {
+					return f.ctx.Err()
+				}
+				continue
+			}
+			if len(resp.Events) == 0 {
+				continue
+			}
+			changes, err := f.s.decodeEvents(resp.Events)
+			if err != nil {
+				return err
+			}
+			// Not the header's revision: while catching up etcd may send
+			// part of the events with the revision it has reached.
+			last := resp.Events[len(resp.Events)-1].Kv.ModRevision
+			if !f.send(FollowUpdate{Changes: changes, Rev: last}) {
+				return f.ctx.Err()
+			}
+		}
+	}
+}
+
+// readRecords reads every followed record in one transaction.
+func (s *Store) readRecords(ctx context.Context) (*Records, error) {
+	dirs := []string{s.dir(kindSubnets), s.dir(kindNodes), s.dir(kindENIs), s.dir(kindUsage),
+		s.dir(kindReleases), s.dir(kindStatus)}
+	v, err := s.read(ctx, nil, dirs)
+	if err != nil {
+		return nil, err
+	}
+	r := &Records{Rev: v.rev}
+	if r.Subnets, err = list[*Subnet](v, kindSubnets); err != nil {
+		return nil, err
+	}
+	if r.Nodes, err = list[*Node](v, kindNodes); err != nil {
+		return nil, err
+	}
+	if r.ENIs, err = list[*ENI](v, kindENIs); err != nil {
+		return nil, err
+	}
+	if r.Usage, err = list[*Usage](v, kindUsage); err != nil {
+		return nil, err
+	}
+	if r.Releases, err = list[*Release](v, kindReleases); err != nil {
+		return nil, err
+	}
+	if r.Statuses, err = list[*NodeStatus](v, kindStatus); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// decodeEvents turns watch events into Changes, skipping kinds that are
+// not followed. A record that does not decode fails the batch: a reader
+// must never act on a guess.
+func (s *Store) decodeEvents(evs []*clientv3.Event) ([]Change, error) {
+	var out []Change
+	for _, ev := range evs {
+		key := string(ev.Kv.Key)
+		kind, id, ok := strings.Cut(strings.TrimPrefix(key, s.prefix), "/")
+		if !ok || id == "" || strings.Contains(id, "/") {
+			continue
+		}
+		c := Change{Kind: RecordKind(kind), ID: id, Deleted: ev.Type == mvccpb.DELETE}
+		var err error
+		switch c.Kind {
+		case RecordSubnet:
+			c.Record, err = decodeEvent[*Subnet](key, ev, id)
+		case RecordNode:
+			c.Record, err = decodeEvent[*Node](key, ev, id)
+		case RecordENI:
+			c.Record, err = decodeEvent[*ENI](key, ev, id)
+		case RecordUsage:
+			c.Record, err = decodeEvent[*Usage](key, ev, id)
+		case RecordRelease:
+			c.Record, err = decodeEvent[*Release](key, ev, id)
+		case RecordStatus:
+			c.Record, err = decodeEvent[*NodeStatus](key, ev, id)
+		default:
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// decodeEvent decodes a put's value; nil for a delete.
+func decodeEvent[P interface {
+	*T
+	record
+}, T any](key string, ev *clientv3.Event, id string) (any, error) {
+	if ev.Type == mvccpb.DELETE {
+		return nil, nil
+	}
+	var t T
+	if err := decode(key, ev.Kv.Value, ev.Kv.ModRevision, id, P(&t)); err != nil {
+		return nil, err
+	}
+	return t, nil
+}

@@ -1,0 +1,186 @@
+package store
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// nextUpdate returns the follower's next update or fails.
+func nextUpdate(t *testing.T, f *Follower) FollowUpdate {
+	t.Helper()
+	select {
+	case u, ok := <-f.Updates():
+		if !ok {
+			t.Fatal("follower closed")
+		}
+		return u
+	case <-time.After(20 * time.Second):
+		t.Fatal("no update from the follower")
+	}
+	return FollowUpdate{}
+}
+
+// changesUntil collects changes until the follower has delivered rev.
+func changesUntil(t *testing.T, f *Follower, rev int64) []Change {
+	t.Helper()
+	var out []Change
+	for got := int64(0); got < rev; {
+		u := nextUpdate(t, f)
+		if u.Err != nil || u.Snapshot != nil {
+			t.Fatalf("unexpected update %+v", u)
+		}
+		out = append(out, u.Changes...)
+		got = u.Rev
+	}
+	return out
+}
+
+func TestFollowSnapshotThenChanges(t *testing.T) {
+	s := newStore(t)
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	mustSubnet(t, s, "subnet-1", 100)
+	mustNode(t, s, "i-1")
+	if err := s.PutPrimaryENI(ctx, ENI{ID: "eni-p1", InstanceID: "i-1", SubnetID: "subnet-1", PrimaryIP: "10.0.0.1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutDemand(ctx, Demand{InstanceID: "i-1", Pending: 2}); err != nil {
+		t.Fatal(err)
+	}
+
+	f := s.Follow(ctx)
+	first := nextUpdate(t, f)
+	snap := first.Snapshot
+	if snap == nil || first.Rev != snap.Rev || len(snap.Subnets) != 1 || len(snap.Nodes) != 1 || len(snap.ENIs) != 1 ||
+		snap.ENIs[0].InstanceID != "i-1" || snap.ENIs[0].Rev == 0 || len(snap.Usage)+len(snap.Releases)+len(snap.Statuses) != 0 {
+		t.Fatalf("first update %+v", first)
+	}
+
+	// A secondary ENI through its intents, a usage report, a status, then
+	// the node's deletion (which removes its status too).
+	in, err := s.BeginIntent(ctx, Intent{Kind: IntentCreate, InstanceID: "i-1", SubnetID: "subnet-1", Count: 1, Reserved: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CompleteCreate(ctx, in.ID, ENI{ID: "eni-2", Addresses: []string{"10.0.0.21"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PutUsage(ctx, Usage{InstanceID: "i-1", Seq: 1, Free: []string{"10.0.0.21"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutNodeStatus(ctx, NodeStatus{InstanceID: "i-1", Reason: UnmetNodeFull}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteNode(ctx, "i-1"); err != nil {
+		t.Fatal(err)
+	}
+	rev, err := readRev(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	type seen struct {
+		kind    RecordKind
+		id      string
+		deleted bool
+	}
+	var got []seen
+	var eni ENI
+	for _, c := range changesUntil(t, f, rev) {
+		got = append(got, seen{c.Kind, c.ID, c.Deleted})
+		if c.Deleted != (c.Record == nil) {
+			t.Errorf("change %+v: record present %v, deleted %v", c, c.Record != nil, c.Deleted)
+		}
+		if e, ok := c.Record.(ENI); ok {
+			eni = e
+		}
+	}
+	// The intent and the demand are not followed; the subnet's counters
+	// moved in the same transactions as the ENI; deleting the node deleted
+	// its (absent) alive and demand keys too, which are not followed.
+	want := []seen{
+		{RecordSubnet, "subnet-1", false}, // BeginIntent reserves
+		// CompleteCreate: the ENI, then its subnet's counters.
+		{RecordENI, "eni-2", false}, {RecordSubnet, "subnet-1", false},
+		{RecordUsage, "i-1", false},
+		{RecordStatus, "i-1", false},
+		{RecordNode, "i-1", true}, {RecordStatus, "i-1", true}, // DeleteNode
+	}
+	if len(got) != len(want) {
+		t.Fatalf("changes %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("changes %v, want %v", got, want)
+		}
+	}
+	if eni.InstanceID != "i-1" || eni.Status != ENICreated || len(eni.Addresses) != 1 || eni.Rev == 0 {
+		t.Fatalf("eni change %+v", eni)
+	}
+
+	// A write outside the prefix raises the revision without an event;
+	// progress reports it once asked for.
+	other, err := Open(s.Client(), "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustSubnet(t, other, "subnet-9", 10)
+	outside, err := readRev(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(20 * time.Second)
+	for reached := int64(0); reached < outside; {
+		if err := f.RequestProgress(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case u := <-f.Updates():
+			if len(u.Changes) != 0 || u.Snapshot != nil || u.Err != nil {
+				t.Fatalf("update for a foreign write %+v", u)
+			}
+			reached = u.Rev
+		case <-time.After(100 * time.Millisecond):
+		case <-deadline:
+			t.Fatalf("no progress to revision %d", outside)
+		}
+	}
+
+	// Resync reads everything again.
+	f.Resync()
+	u := nextUpdate(t, f)
+	if u.Snapshot == nil || u.Snapshot.Rev < outside || len(u.Snapshot.Nodes) != 0 || len(u.Snapshot.ENIs) != 2 {
+		t.Fatalf("update after resync %+v", u)
+	}
+
+	// A record that does not decode is an error, never a guess; the
+	// follower reads everything again once it is fixed.
+	if _, err := s.Client().Put(ctx, s.Prefix()+"enis/eni-bad", "garbage"); err != nil {
+		t.Fatal(err)
+	}
+	u = nextUpdate(t, f)
+	wantErr(t, u.Err, ErrCorrupt)
+	if _, err := s.Client().Delete(ctx, s.Prefix()+"enis/eni-bad"); err != nil {
+		t.Fatal(err)
+	}
+	for u = nextUpdate(t, f); u.Snapshot == nil; u = nextUpdate(t, f) {
+		wantErr(t, u.Err, ErrCorrupt)
+	}
+	if len(u.Snapshot.ENIs) != 2 {
+		t.Fatalf("snapshot after repair %+v", u.Snapshot)
+	}
+
+	cancel()
+	for range f.Updates() {
+	}
+}
+
+// readRev returns etcd's current revision.
+func readRev(ctx context.Context, s *Store) (int64, error) {
+	resp, err := s.Client().Get(ctx, s.Prefix()+"no-such-key")
+	if err != nil {
+		return 0, err
+	}
+	return resp.Header.Revision, nil
+}

@@ -40,6 +40,11 @@ type Config struct {
 	// that has wanted addresses this long is planned anyway. Default 2s (or
 	// Gather, if longer); a Gather above it is lowered to it.
 	GatherMax time.Duration
+	// Lookahead is how far ahead of the EC2 token buckets actions are
+	// planned: an action is queued only if its first call's bucket will
+	// have a token for it within this long; the rest of the demand waits to
+	// be planned as it stands then. Default 2s.
+	Lookahead time.Duration
 	// Workers bounds the EC2 actions carried out at once. Default 64.
 	Workers int
 	// FailureBackoff is how long a node is left alone after one of its
@@ -100,6 +105,9 @@ func (c *Config) defaults() {
 		c.GatherMax = max(2*time.Second, c.Gather)
 	}
 	c.Gather = min(c.Gather, c.GatherMax)
+	if c.Lookahead <= 0 {
+		c.Lookahead = 2 * time.Second
+	}
 	if c.Workers <= 0 {
 		c.Workers = 64
 	}

@@ -45,6 +45,8 @@ type envOpts struct {
 	nodes        int
 	instanceType string
 	consistency  time.Duration
+	// share, when set, replaces the engine's bucket share.
+	share float64
 }
 
 func newEnv(t *testing.T, o envOpts) *env {
@@ -76,7 +78,11 @@ func newEnv(t *testing.T, o envOpts) *env {
 	// A 2% share margin: with the whole of each bucket, the first burst's
 	// requests race over fresh connections and one can reach awssim ahead of
 	// an earlier one, finding EC2's bucket a token short (see report).
-	lim := ratelimit.New(ratelimit.Config{Share: share, TimeScale: timeScale})
+	sh := share
+	if o.share > 0 {
+		sh = o.share
+	}
+	lim := ratelimit.New(ratelimit.Config{Share: sh, TimeScale: timeScale})
 	ec, err := ec2client.New(context.Background(), ec2client.Config{
 		Region: "us-east-1", Endpoint: sim.EC2Endpoint(), Limiter: lim, Logger: quiet(),
 	})

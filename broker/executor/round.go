@@ -195,9 +195,14 @@ func (e *Engine) plan(rs *runState, snap *snapshot, queued map[string]int64, fre
 		}
 		e.setUnmet(rs, pn.InstanceID, unmetError(pn, sf, snap.subnets[pn.SubnetID]))
 	}
-	if len(p.Actions) == 0 {
+	actions, retry := e.admit(rs, p.Actions)
+	if retry > 0 {
+		gatherWake = minPositive(gatherWake, retry)
+	}
+	if len(actions) == 0 {
 		return
 	}
+	p.Actions = actions
 	e.count(func(s *Stats) { s.Plans++ })
 	if e.cfg.OnPlan != nil {
 		e.cfg.OnPlan(p)
@@ -206,7 +211,7 @@ func (e *Engine) plan(rs *runState, snap *snapshot, queued map[string]int64, fre
 		n := snap.node[a.InstanceID]
 		switch a.Kind {
 		case planner.CreateAttach:
-			begun := e.queue(rs, a.SubnetID, a.Cost())
+			begun := e.queue(rs, a.SubnetID, a.Cost(), firstClass(a))
 			e.schedule(rs, a.InstanceID, kindCreateAttach, a.Urgent, func(ctx context.Context) error {
 				defer begun()
 				return e.createAttach(ctx, rs, a, n, begun)
@@ -216,7 +221,7 @@ func (e *Engine) plan(rs *runState, snap *snapshot, queued map[string]int64, fre
 			if a.SubnetID == "" {
 				a.SubnetID = eni.SubnetID
 			}
-			begun := e.queue(rs, a.SubnetID, a.Cost())
+			begun := e.queue(rs, a.SubnetID, a.Cost(), firstClass(a))
 			e.schedule(rs, a.InstanceID, kindAssign, a.Urgent, func(ctx context.Context) error {
 				defer begun()
 				return e.assign(ctx, rs, a, eni, begun)

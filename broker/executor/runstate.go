@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/allotnet/allot/broker/ratelimit"
 	"github.com/allotnet/allot/broker/store"
 )
 
@@ -25,6 +26,9 @@ type runState struct {
 	reported map[string]string    // node -> last unmet reason logged
 	retry    map[string]time.Time // describe that failed -> not again before
 	queued   map[string]int64     // subnet -> cost of planned actions not yet begun
+	// unstarted counts admitted actions whose first call has not yet
+	// asked its bucket for a token, by that bucket.
+	unstarted map[ratelimit.Class]int
 	// wanting is when each node was first seen wanting addresses since it
 	// last wanted none (only the round goroutine touches it).
 	wanting map[string]time.Time
@@ -67,6 +71,8 @@ func newRunState(cancel context.CancelCauseFunc) *runState {
 		retry:    map[string]time.Time{},
 		queued:   map[string]int64{},
 		wanting:  map[string]time.Time{},
+
+		unstarted: map[ratelimit.Class]int{},
 	}
 }
 
@@ -146,8 +152,9 @@ func (e *Engine) schedule(rs *runState, node, kind string, urgent bool, fn func(
 // queue counts a planned action's budget as taken until its intent is
 // begun, so a plan made meanwhile does not hand the same addresses out
 // again; the returned func, called once the intent is written (or
-// refused), gives it back.
-func (e *Engine) queue(rs *runState, subnet string, cost int64) func() {
+// refused), gives it back, and counts the action as started in its first
+// call's bucket (class; see admit), where it waits for its token next.
+func (e *Engine) queue(rs *runState, subnet string, cost int64, class ratelimit.Class) func() {
 	e.mu.Lock()
 	rs.queued[subnet] += cost
 	e.mu.Unlock()
@@ -158,6 +165,9 @@ func (e *Engine) queue(rs *runState, subnet string, cost int64) func() {
 		if !once {
 			once = true
 			rs.queued[subnet] -= cost
+			if rs.unstarted[class] > 0 {
+				rs.unstarted[class]--
+			}
 		}
 	}
 }

@@ -44,6 +44,7 @@ func leaderWork(ctx context.Context, cfg config, st *store.Store, log *slog.Logg
 			Interval:       scaled(2 * time.Second),
 			Gather:         scaled(cfg.gather),
 			GatherMax:      scaled(cfg.gatherMax),
+			Lookahead:      scaled(2 * time.Second),
 			FailureBackoff: scaled(2 * time.Second),
 			ReleaseAfter:   scaled(2 * time.Minute),
 			ReleaseTimeout: scaled(5 * time.Minute),

@@ -1,0 +1,69 @@
+package executor
+
+import (
+	"math"
+	"time"
+
+	"github.com/allotnet/allot/broker/planner"
+	"github.com/allotnet/allot/broker/ratelimit"
+)
+
+// limited is an EC2 client that shows the token buckets it paces its calls
+// with (ec2client.Client does). Against one that doesn't, every planned
+// action is queued at once.
+type limited interface {
+	Limiter() *ratelimit.Limiter
+}
+
+// firstClass is the bucket an action's first call draws from: the one
+// whose token decides when the action can start.
+func firstClass(a planner.Action) ratelimit.Class {
+	if a.Kind == planner.CreateAttach {
+		return ratelimit.ClassOf(planner.CallCreate, true)
+	}
+	return ratelimit.ClassOf(planner.CallAssign, true)
+}
+
+// admit returns the plan's actions the buckets can start within Lookahead,
+// in plan order; the rest are left for a later round, and the returned
+// duration says when one more token will be there (0 when nothing was left
+// out).
+//
+// An action is bound to a node's demand when it is planned. Queued behind a
+// long wait for tokens, it would carry out a demand that went on growing
+// meanwhile (pods of a burst keep arriving), and what grew would cost a
+// call of its own afterwards. Planned only when its token is near, it sees
+// the demand as it is by then, in one call. The buckets lose nothing by
+// it: actions are admitted ahead of the tokens by Lookahead, and every
+// task's end and every tick plans again.
+func (e *Engine) admit(rs *runState, actions []planner.Action) ([]planner.Action, time.Duration) {
+	src, ok := e.ec2.(limited)
+	if !ok || src.Limiter() == nil {
+		return actions, 0
+	}
+	lim := src.Limiter()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	allow := map[ratelimit.Class]float64{}
+	var out []planner.Action
+	var retry time.Duration
+	for _, a := range actions {
+		c := firstClass(a)
+		n, seen := allow[c]
+		if !seen {
+			b := lim.Bucket(c)
+			n = math.Floor(lim.Tokens(c)+b.Refill*e.cfg.Lookahead.Seconds()) - float64(rs.unstarted[c])
+		}
+		if n < 1 {
+			allow[c] = n
+			if b := lim.Bucket(c); b.Refill > 0 {
+				retry = minPositive(retry, time.Duration(float64(time.Second)/b.Refill))
+			}
+			continue
+		}
+		allow[c] = n - 1
+		rs.unstarted[c]++
+		out = append(out, a)
+	}
+	return out, retry
+}

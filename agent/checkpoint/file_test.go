@@ -347,3 +347,33 @@ func TestSaveCreatesDirectory(t *testing.T) {
 		t.Fatalf("loaded instance %q", got.InstanceID)
 	}
 }
+
+// TestEnvelopeMatchesJSONMarshal: the hand-built envelope is byte for byte
+// what json.Marshal made of it before, so files written before and after
+// read the same (HTML-sensitive characters included, which json.Marshal
+// escapes in both the state and a RawMessage).
+func TestEnvelopeMatchesJSONMarshal(t *testing.T) {
+	odd := sample()
+	odd.Allocations[0].PodName = `web-<0>&"x"`
+	for _, s := range []State{sample(), {}, odd} {
+		body, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		written := time.Date(2025, 3, 1, 12, 0, 0, 123456789, time.UTC)
+		want, err := json.Marshal(envelope{Version: Version, SHA256: checksum(body), Written: written, State: body})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := encodeEnvelope(body, written)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("envelope differs:\n got %s\nwant %s", got, want)
+		}
+		if back, err := decode(got); err != nil || !reflect.DeepEqual(back, s) {
+			t.Fatalf("decode: %+v, %v", back, err)
+		}
+	}
+}

@@ -101,7 +101,7 @@ func (s State) Validate() error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, a...))
 	}
-	enis := map[string]bool{}
+	enis := make(map[string]bool, len(s.ENIs))
 	for _, e := range s.ENIs {
 		if e.ID == "" {
 			return bad("eni with empty id")
@@ -111,7 +111,7 @@ func (s State) Validate() error {
 		}
 		enis[e.ID] = true
 	}
-	addrs := map[netip.Addr]Address{}
+	addrs := make(map[netip.Addr]AddressState, len(s.Addresses))
 	for _, a := range s.Addresses {
 		if !a.Addr.IsValid() {
 			return bad("address with no ip on eni %s", a.ENIID)
@@ -128,11 +128,11 @@ func (s State) Validate() error {
 		if a.Prefix.IsValid() && !a.Prefix.Contains(a.Addr) {
 			return bad("address %s outside its prefix %s", a.Addr, a.Prefix)
 		}
-		addrs[a.Addr] = a
+		addrs[a.Addr] = a.State
 	}
 	type key struct{ n, c, i string }
-	keys := map[key]bool{}
-	held := map[netip.Addr]bool{}
+	keys := make(map[key]bool, len(s.Allocations))
+	held := make(map[netip.Addr]bool, len(s.Allocations))
 	for _, al := range s.Allocations {
 		k := key{al.Network, al.ContainerID, al.IfName}
 		if al.ContainerID == "" || al.IfName == "" {
@@ -146,12 +146,12 @@ func (s State) Validate() error {
 			return bad("address %s held by two attachments", al.Addr)
 		}
 		held[al.Addr] = true
-		a, ok := addrs[al.Addr]
+		state, ok := addrs[al.Addr]
 		if !ok {
 			return bad("allocation %s/%s/%s holds %s, which is not in the pool", al.Network, al.ContainerID, al.IfName, al.Addr)
 		}
-		if a.State != Assigned {
-			return bad("allocation %s/%s/%s holds %s, which is %s", al.Network, al.ContainerID, al.IfName, al.Addr, a.State)
+		if state != Assigned {
+			return bad("allocation %s/%s/%s holds %s, which is %s", al.Network, al.ContainerID, al.IfName, al.Addr, state)
 		}
 	}
 	for _, a := range s.Addresses {

@@ -14,8 +14,8 @@ func (p *Pool) AddENI(e ENI) error {
 	if e.ID == "" {
 		return fmt.Errorf("add eni: empty id")
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	unlock := p.lockExclusive()
+	defer unlock()
 	old, ok := p.enis[e.ID]
 	if ok && *old == e {
 		return nil
@@ -38,8 +38,8 @@ func (p *Pool) AddENI(e ENI) error {
 // never added. An address the pool has on another ENI is ErrConflict, and
 // nothing is added.
 func (p *Pool) AddCapacity(eniID string, addrs []netip.Addr, prefixes []netip.Prefix) (added int, err error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	unlock := p.lockExclusive()
+	defer unlock()
 	e, ok := p.enis[eniID]
 	if !ok {
 		return 0, fmt.Errorf("add capacity: %w: %s", ErrUnknownENI, eniID)
@@ -102,8 +102,8 @@ func (p *Pool) AddCapacity(eniID string, addrs []netip.Addr, prefixes []netip.Pr
 // are returned as drift for the caller to report, since a pod still uses
 // them.
 func (p *Pool) Retain(eniID string, keepAddrs []netip.Addr, keepPrefixes []netip.Prefix) (dropped, drift []netip.Addr, err error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	unlock := p.lockExclusive()
+	defer unlock()
 	if _, ok := p.enis[eniID]; !ok {
 		return nil, nil, fmt.Errorf("retain: %w: %s", ErrUnknownENI, eniID)
 	}
@@ -153,8 +153,8 @@ func (p *Pool) Retain(eniID string, keepAddrs []netip.Addr, keepPrefixes []netip
 // RemoveENI drops an ENI and its addresses from the pool, after the broker
 // detached it. It refuses (ErrInUse) while any of its addresses is assigned.
 func (p *Pool) RemoveENI(id string) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	unlock := p.lockExclusive()
+	defer unlock()
 	e, ok := p.enis[id]
 	if !ok {
 		return nil

@@ -37,15 +37,22 @@ func (p *Pool) Add(ctx context.Context, key Key, info PodInfo) (Allocation, erro
 	defer served()
 	p.notify()
 	waiting := false
-	p.mu.Lock()
-	defer func() {
+	stopWaiting := func() {
 		if waiting {
+			waiting = false
 			p.pending--
 			p.signalLocked()
 		}
+	}
+	p.mu.Lock()
+	defer func() {
+		stopWaiting()
 		p.mu.Unlock()
 	}()
 	for {
+		// A change of this key in flight (a concurrent ADD of it, or a
+		// DEL) is waited out, so what is found below is durable.
+		p.waitTurnLocked(claim{key: key})
 		if al, ok := p.allocs[key]; ok {
 			served()
 			return *al, nil
@@ -53,14 +60,17 @@ func (p *Pool) Add(ctx context.Context, key Key, info PodInfo) (Allocation, erro
 		now := p.cfg.Clock.Now()
 		p.expireLocked(now)
 		if a := p.pickLocked(); a != nil {
+			// It holds an address from here: neither arriving nor
+			// pending while its write is in flight.
 			served()
+			stopWaiting()
 			al := &Allocation{Key: key, PodInfo: info, Addr: a.addr, ENIID: a.eni, Created: now}
 			a.state, a.holder = checkpoint.Assigned, key
 			p.allocs[key] = al
 			err := p.commitLocked(func() {
 				a.state, a.holder = checkpoint.Free, Key{}
 				delete(p.allocs, key)
-			})
+			}, claim{key: key, addr: a.addr})
 			if err != nil {
 				return Allocation{}, fmt.Errorf("add %s: %w", key, err)
 			}
@@ -104,7 +114,8 @@ func (p *Pool) notify() {
 // pickLocked chooses a free address, packing: it prefers the prefix (or,
 // for secondary IPs, the ENI) with the most addresses already assigned, so
 // whole prefixes and ENIs stay free to be released; then the lowest device
-// index; then the lowest address.
+// index; then the lowest address. An address a DEL in flight freed is not
+// free yet: the DEL's write may fail and give it back to its holder.
 func (p *Pool) pickLocked() *addrRec {
 	used := map[string]int{}
 	group := func(a *addrRec) string {
@@ -129,7 +140,7 @@ func (p *Pool) pickLocked() *addrRec {
 		return a.addr.Less(b.addr)
 	}
 	for _, a := range p.addrs {
-		if a.state != checkpoint.Free {
+		if a.state != checkpoint.Free || p.claimedAddrs[a.addr] {
 			continue
 		}
 		if best == nil || better(a, best) {
@@ -160,6 +171,7 @@ func (p *Pool) nextCoolLocked() (time.Time, bool) {
 func (p *Pool) Del(key Key) (al Allocation, found bool, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.waitTurnLocked(claim{key: key})
 	cur, ok := p.allocs[key]
 	if !ok {
 		return Allocation{}, false, nil
@@ -168,22 +180,24 @@ func (p *Pool) Del(key Key) (al Allocation, found bool, err error) {
 	now := p.cfg.Clock.Now()
 	delete(p.allocs, key)
 	a.holder = Key{}
-	if p.cfg.Cooldown > 0 {
-		a.state, a.coolUntil = checkpoint.Cooling, now.Add(p.cfg.Cooldown)
-	} else {
+	freed := p.cfg.Cooldown <= 0
+	if freed {
 		a.state = checkpoint.Free
+	} else {
+		a.state, a.coolUntil = checkpoint.Cooling, now.Add(p.cfg.Cooldown)
 	}
+	coolUntil := a.coolUntil
 	err = p.commitLocked(func() {
 		p.allocs[key] = cur
 		a.state, a.coolUntil, a.holder = checkpoint.Assigned, time.Time{}, key
-	})
+	}, claim{key: key, addr: a.addr})
 	if err != nil {
 		return Allocation{}, false, fmt.Errorf("del %s: %w", key, err)
 	}
-	if a.state == checkpoint.Free {
+	if freed {
 		p.wakeLocked()
 	}
-	p.log.Debug("address freed", "attachment", key.String(), "addr", a.addr, "cool_until", a.coolUntil)
+	p.log.Debug("address freed", "attachment", key.String(), "addr", a.addr, "cool_until", coolUntil)
 	return *cur, true, nil
 }
 

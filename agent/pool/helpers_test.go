@@ -59,17 +59,51 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.waiters = kept
 }
 
-// memStore is a Persister that keeps the last state and can be made to fail.
+// memStore is a Persister that keeps the last state and can be made to fail
+// or held.
 type memStore struct {
 	mu    sync.Mutex
 	last  checkpoint.State
 	saves int
 	fail  bool
+	gate  *saveGate
+}
+
+// saveGate holds every Save while it is set: the Save hands the test the
+// state it was given on saving, waits, and fails with what the test sends
+// on finish (nil: it saves as usual). The test sees every Save, in order.
+type saveGate struct {
+	saving chan checkpoint.State
+	finish chan error
+}
+
+// hold makes every Save wait on the returned gate until release.
+func (m *memStore) hold() *saveGate {
+	g := &saveGate{saving: make(chan checkpoint.State), finish: make(chan error)}
+	m.mu.Lock()
+	m.gate = g
+	m.mu.Unlock()
+	return g
+}
+
+func (m *memStore) release() {
+	m.mu.Lock()
+	m.gate = nil
+	m.mu.Unlock()
 }
 
 var errDiskFull = errors.New("disk full")
 
 func (m *memStore) Save(s checkpoint.State) error {
+	m.mu.Lock()
+	g := m.gate
+	m.mu.Unlock()
+	if g != nil {
+		g.saving <- s
+		if err := <-g.finish; err != nil {
+			return err
+		}
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.fail {

@@ -2,8 +2,9 @@
 // node's ENIs (secondary IPs, or /28 prefixes expanded), which CNI attachment
 // holds which, cooldown before reuse, and the release handshake with the
 // broker. Every change is persisted through a Persister (the checkpoint)
-// before it takes effect, so what the agent answers is never ahead of what a
-// restart would restore. Policy — how many addresses to ask for, which to
+// before its caller is answered, so what the agent answers is never ahead of
+// what a restart would restore; concurrent changes share writes (group
+// commit, commit.go). Policy — how many addresses to ask for, which to
 // give back — is in pure functions (Shortfall, Excess).
 package pool
 
@@ -57,16 +58,28 @@ type Pool struct {
 	usageSeq uint64
 	pending  int
 	// arriving counts ADDs inside Add that hold no address yet: waiting on
-	// an empty pool, and also queued for mu behind other ADDs' checkpoint
-	// writes. The demand counts them all, so a burst of pods on one node
-	// is stated as one demand at once rather than as the writes let the
-	// ADDs through one by one.
+	// an empty pool, and also queued for mu or behind an exclusive change's
+	// checkpoint write. The demand counts them all, so a burst of pods on
+	// one node is stated as one demand at once rather than as the writes
+	// let the ADDs through.
 	arriving atomic.Int64
 	// wake is closed (and replaced) when an address may have become
 	// available, to wake waiting ADDs.
 	wake chan struct{}
 	// changed gets a token on every change, for the agent's reporters.
 	changed chan struct{}
+
+	// Group commit (commit.go): the batch gathering changes, the one being
+	// written, what changes in flight claim, and exclusive changes waiting
+	// or running. settled is closed (and replaced) when a write completes
+	// or an exclusive change ends.
+	open, writing    *batch
+	claimedKeys      map[Key]bool
+	claimedAddrs     map[netip.Addr]bool
+	usageSeqClaimed  bool
+	exclusive        int
+	exclusiveRunning bool
+	settled          chan struct{}
 }
 
 type addrRec struct {
@@ -101,6 +114,10 @@ func New(cfg Config, st checkpoint.State) (*Pool, error) {
 		allocs:  map[Key]*Allocation{},
 		wake:    make(chan struct{}),
 		changed: make(chan struct{}, 1),
+
+		claimedKeys:  map[Key]bool{},
+		claimedAddrs: map[netip.Addr]bool{},
+		settled:      make(chan struct{}),
 	}
 	if err := p.restore(st); err != nil {
 		return nil, fmt.Errorf("restore pool: %w", err)
@@ -133,7 +150,8 @@ func (p *Pool) restore(st checkpoint.State) error {
 	return nil
 }
 
-// Snapshot returns the pool's state in checkpoint form, in a stable order.
+// Snapshot returns the pool's state in checkpoint form, in a stable order,
+// changes still being written included (commit.go).
 func (p *Pool) Snapshot() checkpoint.State {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -156,23 +174,6 @@ func (p *Pool) snapshotLocked() checkpoint.State {
 			PodNamespace: al.PodNamespace, PodName: al.PodName, Created: al.Created})
 	}
 	return st
-}
-
-// commitLocked persists the current state. On failure it runs undo, which
-// must put the in-memory state back as it was, so memory never runs ahead
-// of the checkpoint.
-func (p *Pool) commitLocked(undo func()) error {
-	if p.cfg.Store != nil {
-		if err := p.cfg.Store.Save(p.snapshotLocked()); err != nil {
-			undo()
-			return fmt.Errorf("persist pool state: %w", err)
-		}
-	}
-	select {
-	case p.changed <- struct{}{}:
-	default:
-	}
-	return nil
 }
 
 // wakeLocked wakes every waiting ADD to look again.
@@ -299,9 +300,12 @@ func (p *Pool) Usage() (assigned, free []netip.Addr) {
 func (p *Pool) NextUsageSeq() (uint64, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	c := claim{usageSeq: true}
+	p.waitTurnLocked(c)
 	p.usageSeq++
-	if err := p.commitLocked(func() { p.usageSeq-- }); err != nil {
+	seq := p.usageSeq
+	if err := p.commitLocked(func() { p.usageSeq-- }, c); err != nil {
 		return 0, err
 	}
-	return p.usageSeq, nil
+	return seq, nil
 }

@@ -362,6 +362,54 @@ func TestPersistFailureRollsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.checkPersisted(t)
+
+	// The same when changes share writes: an ADD whose write fails, and
+	// behind it a batch of two ADDs, a DEL and a usage sequence whose
+	// write fails too. Every one fails and the pool is as it was.
+	f.capacity(t, "eni-0", "10.0.0.13", "10.0.0.14", "10.0.0.15")
+	before = f.p.Snapshot()
+	g := f.store.hold()
+	adds := make(chan addResult, 3)
+	goAdd(f, "c3", adds)
+	recv(t, g.saving)
+	goAdd(f, "c4", adds)
+	goAdd(f, "c5", adds)
+	delErr, seqErr := make(chan error, 1), make(chan error, 1)
+	go func() { _, _, err := f.p.Del(key("c1")); delErr <- err }()
+	go func() { _, err := f.p.NextUsageSeq(); seqErr <- err }()
+	waitFor(t, func() bool {
+		s := f.p.Snapshot()
+		return len(s.Allocations) == 4 && s.UsageSeq == before.UsageSeq+1
+	})
+	g.finish <- errDiskFull
+	if r := recv(t, adds); r.key != key("c3") || !errors.Is(r.err, errDiskFull) {
+		t.Fatalf("first write: %+v", r)
+	}
+	if st := recv(t, g.saving); !slices.Equal(containerIDs(st), []string{"c2", "c4", "c5"}) {
+		t.Fatalf("second write holds %v, want c2, c4, c5 (not the undone c3, nor the deleted c1)", containerIDs(st))
+	}
+	g.finish <- errDiskFull
+	for range 2 {
+		if r := recv(t, adds); !errors.Is(r.err, errDiskFull) {
+			t.Fatalf("Add in the batch: %+v", r)
+		}
+	}
+	if err := recv(t, delErr); !errors.Is(err, errDiskFull) {
+		t.Fatalf("Del in the batch: %v", err)
+	}
+	if err := recv(t, seqErr); !errors.Is(err, errDiskFull) {
+		t.Fatalf("NextUsageSeq in the batch: %v", err)
+	}
+	f.store.release()
+	if after := f.p.Snapshot(); !reflect.DeepEqual(after, before) {
+		t.Fatalf("failed batch changed the pool:\n%+v\n%+v", after, before)
+	}
+	for _, c := range []string{"c3", "c4", "c5"} {
+		if _, err := f.p.Add(ctx, key(c), PodInfo{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.checkPersisted(t)
 }
 
 // TestRestart drives a pool backed by a real checkpoint file, then starts a

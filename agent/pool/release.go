@@ -29,8 +29,8 @@ func (p *Pool) ProposeRelease(id string, addrs []netip.Addr, prefixes []netip.Pr
 	if id == "" {
 		return Ack{}, fmt.Errorf("propose release: empty release id")
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	unlock := p.lockExclusive()
+	defer unlock()
 	p.expireLocked(p.cfg.Clock.Now())
 	agreeable := func(a *addrRec) bool {
 		return a.state == checkpoint.Free || (a.state == checkpoint.Releasing && a.releaseID == id)
@@ -105,8 +105,8 @@ func (p *Pool) CompleteRelease(id string) (int, error) {
 }
 
 func (p *Pool) endRelease(id string, done bool) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	unlock := p.lockExclusive()
+	defer unlock()
 	var hit []*addrRec
 	for _, a := range p.addrs {
 		if a.state == checkpoint.Releasing && a.releaseID == id {

@@ -210,8 +210,10 @@ func (b *Broker) lead(ctx context.Context, log *slog.Logger) error {
 	eng := executor.New(executor.Config{
 		Cluster: Cluster, Store: b.st, EC2: b.ec2c, Logger: log,
 		Interval:       scaled(2 * time.Second),
-		Gather:         scaled(500 * time.Millisecond),
-		GatherMax:      scaled(2 * time.Second),
+		Gather:         scaled(executor.DefaultGather),
+		GatherMax:      scaled(executor.DefaultGatherMax),
+		WarmGather:     scaled(executor.DefaultWarmGather),
+		Lookahead:      scaled(executor.DefaultLookahead),
 		FailureBackoff: scaled(2 * time.Second),
 		ReleaseAfter:   scaled(2 * time.Minute),
 		ReleaseTimeout: scaled(5 * time.Minute),

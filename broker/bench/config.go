@@ -70,7 +70,7 @@ type Config struct {
 	PodsPerNode int
 	// InstanceType is every node's type (default c5.xlarge).
 	InstanceType string
-	// TimeScale is simulated seconds per real second (default 20). Every
+	// TimeScale is simulated seconds per real second (default 5). Every
 	// EC2 bucket, every agent and broker timer and kubelet's retry backoff
 	// run at it.
 	TimeScale float64
@@ -124,7 +124,7 @@ const (
 	DefaultNodes        = 500
 	DefaultPodsPerNode  = 46
 	DefaultInstanceType = "c5.xlarge"
-	DefaultTimeScale    = 20
+	DefaultTimeScale    = 5
 	DefaultDeadline     = time.Hour
 	DefaultJoinBatch    = 100
 	DefaultSubnets      = 3

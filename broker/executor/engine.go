@@ -34,10 +34,17 @@ type Config struct {
 	Settle time.Duration
 	// Gather is how long a node's demand must have stayed unchanged before
 	// it is planned, so the demand of pods that arrive together is served
-	// by one call rather than one call per statement. Default 500ms.
+	// by one call rather than one call per statement. Default 1s.
 	Gather time.Duration
+	// WarmGather replaces Gather for a demand with no pod waiting (only
+	// the warm targets short): nothing waits on it, so it is left to
+	// settle longer. A burst's first ADDs take the warm pool's addresses
+	// before the rest of its pods reach the node; planned then, the warm
+	// top-up costs a call and the pods that follow another. Default 5s,
+	// aws-vpc-cni's pool loop period.
+	WarmGather time.Duration
 	// GatherMax bounds the wait for a demand that keeps changing: a node
-	// that has wanted addresses this long is planned anyway. Default 2s (or
+	// that has wanted addresses this long is planned anyway. Default 5s (or
 	// Gather, if longer); a Gather above it is lowered to it.
 	GatherMax time.Duration
 	// Lookahead is how far ahead of the EC2 token buckets actions are
@@ -99,14 +106,17 @@ func (c *Config) defaults() {
 		c.Settle = 50 * time.Millisecond
 	}
 	if c.Gather <= 0 {
-		c.Gather = 500 * time.Millisecond
+		c.Gather = DefaultGather
+	}
+	if c.WarmGather <= 0 {
+		c.WarmGather = DefaultWarmGather
 	}
 	if c.GatherMax <= 0 {
-		c.GatherMax = max(2*time.Second, c.Gather)
+		c.GatherMax = max(DefaultGatherMax, c.Gather)
 	}
 	c.Gather = min(c.Gather, c.GatherMax)
 	if c.Lookahead <= 0 {
-		c.Lookahead = 2 * time.Second
+		c.Lookahead = DefaultLookahead
 	}
 	if c.Workers <= 0 {
 		c.Workers = 64
@@ -136,6 +146,14 @@ func (c *Config) defaults() {
 		c.Now = time.Now
 	}
 }
+
+// Defaults of the Config fields that pace planning.
+const (
+	DefaultGather     = time.Second
+	DefaultGatherMax  = 5 * time.Second
+	DefaultWarmGather = 5 * time.Second
+	DefaultLookahead  = 2 * time.Second
+)
 
 // ErrInjectedCrash is returned (wrapped) by Run when Config.CrashAfter fired.
 var ErrInjectedCrash = errors.New("injected crash")

@@ -118,3 +118,22 @@ func TestKnownInFlight(t *testing.T) {
 		t.Errorf("after the second demand: %d addresses, want %d..%d", got, want, first+14)
 	}
 }
+
+// TestWarmGather: a demand with no pod waiting (warm targets only) is left
+// to settle for WarmGather, not Gather; one with pods waiting is not.
+func TestWarmGather(t *testing.T) {
+	e := newEnv(t, envOpts{nodes: 2, instanceType: "c5.xlarge"})
+	warmOnly, waiting := e.insts[0], e.insts[1]
+	e.register(t, warmOnly, 0, 5, nil)
+	e.register(t, waiting, 5, 0, nil)
+	r := e.start(t, executor.Config{Gather: 10 * time.Millisecond, WarmGather: time.Hour, GatherMax: 20 * time.Millisecond})
+	defer r.stop(t)
+	ctx := ctxT(t)
+	waitFor(t, "the waiting pods' addresses", 30*time.Second, func() (bool, error) {
+		return e.satisfied(ctx, map[string]int{waiting.ID: 5})
+	})
+	time.Sleep(500 * time.Millisecond)
+	if ok, _ := e.satisfied(ctx, map[string]int{warmOnly.ID: 1}); ok {
+		t.Fatal("a warm-only demand was planned before WarmGather passed")
+	}
+}

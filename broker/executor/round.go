@@ -236,16 +236,21 @@ func (e *Engine) plan(rs *runState, snap *snapshot, queued map[string]int64, fre
 // settle before it is planned (0: plan it now). Pods of one burst arrive
 // over a moment and the agent states its demand as they do; planning the
 // first statement would spend a call on part of the burst and another on
-// the rest. A demand is planned once it has been still for Gather, or once
-// the node has wanted addresses for GatherMax.
+// the rest. A demand is planned once it has been still for Gather
+// (WarmGather when no pod waits), or once the node has wanted addresses for
+// GatherMax (or WarmGather, if longer).
 func (e *Engine) gathering(rs *runState, node string, d store.Demand, now time.Time) time.Duration {
 	first, ok := rs.wanting[node]
 	if !ok {
 		first = now
 		rs.wanting[node] = now
 	}
-	settled := d.UpdatedAt.Add(e.cfg.Gather).Sub(now)
-	capped := first.Add(e.cfg.GatherMax).Sub(now)
+	gather, most := e.cfg.Gather, e.cfg.GatherMax
+	if d.Pending == 0 {
+		gather, most = e.cfg.WarmGather, max(e.cfg.GatherMax, e.cfg.WarmGather)
+	}
+	settled := d.UpdatedAt.Add(gather).Sub(now)
+	capped := first.Add(most).Sub(now)
 	return max(min(settled, capped), 0)
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/allotnet/allot/broker/executor"
 	"io"
 	"log/slog"
 	"os"
@@ -64,8 +65,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.ec2Endpoint, "ec2-endpoint", "", "EC2 endpoint override (e.g. awssim's URL); static test credentials are used with it")
 	fs.Float64Var(&c.bucketShare, "bucket-share", 0.5, "fraction (0,1] of each EC2 request bucket this broker may use; leave room for other tools")
 	fs.Float64Var(&c.timeScale, "time-scale", 1, "simulated seconds per real second, matching awssim's --time-scale")
-	fs.DurationVar(&c.gather, "gather", 500*time.Millisecond, "how long a node's demand must stay unchanged before it is planned, so pods arriving together cost one EC2 call")
-	fs.DurationVar(&c.gatherMax, "gather-max", 2*time.Second, "longest wait for a node's demand to settle before it is planned anyway")
+	fs.DurationVar(&c.gather, "gather", executor.DefaultGather, "how long a node's demand must stay unchanged before it is planned, so pods arriving together cost one EC2 call")
+	fs.DurationVar(&c.gatherMax, "gather-max", executor.DefaultGatherMax, "longest wait for a node's demand to settle before it is planned anyway")
 	fs.DurationVar(&c.electionTTL, "election-ttl", 10*time.Second, "leader session TTL: how long a dead leader keeps the lead")
 	fs.DurationVar(&c.nodeTTL, "node-ttl", 30*time.Second, "how long a node counts as alive after its last heartbeat")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight calls may run after SIGTERM")

@@ -60,6 +60,10 @@ type Config struct {
 	// MaxAddWait bounds how long an ADD waits on an empty pool; 0 means
 	// DefaultMaxAddWait.
 	MaxAddWait time.Duration
+	// RetryLinger is how long an ADD that gave up waiting still counts in
+	// the demand (its pod is retried by kubelet); 0 means
+	// pool.DefaultRetryLinger, negative none.
+	RetryLinger time.Duration
 	// CheckpointPath is the allocation checkpoint file. Required.
 	CheckpointPath string
 	// SocketPath is the CNI unix socket; empty serves no socket (the

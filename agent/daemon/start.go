@@ -55,7 +55,7 @@ func (a *Agent) start(ctx context.Context) error {
 	primary, _ := id.Primary()
 
 	p, err := pool.New(pool.Config{
-		InstanceID: id.InstanceID, Cooldown: a.cfg.Cooldown, MaxWait: a.cfg.MaxAddWait,
+		InstanceID: id.InstanceID, Cooldown: a.cfg.Cooldown, MaxWait: a.cfg.MaxAddWait, RetryLinger: a.cfg.RetryLinger,
 		Store: a.ckpt, Clock: a.clock, Logger: a.deps.Logger,
 	}, st)
 	if err != nil {

@@ -27,6 +27,7 @@ func (p *Pool) Add(ctx context.Context, key Key, info PodInfo) (Allocation, erro
 	// the reporters now, before the lock, which other ADDs' checkpoint
 	// writes may hold for a while.
 	p.arriving.Add(1)
+	p.retried()
 	arrived := false
 	served := func() {
 		if !arrived {
@@ -93,6 +94,7 @@ func (p *Pool) Add(ctx context.Context, key Key, info PodInfo) (Allocation, erro
 		case <-cooled:
 		case <-ctx.Done():
 			p.mu.Lock()
+			p.giveUp()
 			return Allocation{}, fmt.Errorf("add %s: %w: %w", key, ErrNoAddress, ctx.Err())
 		}
 		p.mu.Lock()

@@ -22,6 +22,10 @@ import (
 // DefaultCooldown is how long a freed address waits before reuse.
 const DefaultCooldown = 30 * time.Second
 
+// DefaultRetryLinger covers kubelet's sandbox retry (10 to 15 s after the
+// failure) with room to spare.
+const DefaultRetryLinger = 30 * time.Second
+
 // Persister stores the pool's state durably. *checkpoint.File is one.
 type Persister interface {
 	Save(checkpoint.State) error
@@ -40,6 +44,14 @@ type Config struct {
 	// MaxWait bounds how long an ADD waits for an address when its context
 	// allows longer; 0 means it waits only as long as the context.
 	MaxWait time.Duration
+	// RetryLinger is how long an ADD that gave up waiting for an address
+	// still counts as Pending: the runtime tears the sandbox down and
+	// kubelet retries the pod with a new one 10 to 15 s later, so the pod
+	// still wants an address meanwhile. An ADD arriving takes the place of
+	// the oldest one that gave up (it is most likely its retry). 0 means
+	// DefaultRetryLinger; negative means an ADD that gave up is forgotten
+	// at once.
+	RetryLinger time.Duration
 	// Store persists every change; nil keeps state in memory only (tests).
 	Store  Persister
 	Clock  Clock
@@ -57,6 +69,11 @@ type Pool struct {
 	allocs   map[Key]*Allocation
 	usageSeq uint64
 	pending  int
+	// gaveUp lists when ADDs gave up waiting for an address, oldest first,
+	// for RetryLinger. Its own lock: an arriving ADD takes an entry off
+	// before it queues for mu.
+	gaveMu sync.Mutex
+	gaveUp []time.Time
 	// arriving counts ADDs inside Add that hold no address yet: waiting on
 	// an empty pool, and also queued for mu or behind an exclusive change's
 	// checkpoint write. The demand counts them all, so a burst of pods on
@@ -96,6 +113,9 @@ type addrRec struct {
 // loaded (an empty State on first start). A state that contradicts itself or
 // belongs to another instance is an error: nothing is dropped to make it fit.
 func New(cfg Config, st checkpoint.State) (*Pool, error) {
+	if cfg.RetryLinger == 0 {
+		cfg.RetryLinger = DefaultRetryLinger
+	}
 	if cfg.Cooldown == 0 {
 		cfg.Cooldown = DefaultCooldown
 	}
@@ -269,7 +289,7 @@ func (p *Pool) demandLocked(t Targets, l Limits) Demand {
 			free++
 		}
 	}
-	unserved := max(int(p.arriving.Load()), p.pending)
+	unserved := max(int(p.arriving.Load()), p.pending) + p.lingering(p.cfg.Clock.Now())
 	taken := min(unserved, free)
 	s.Assigned += taken
 	s.FreePrefixes = min(s.FreePrefixes, max(s.Available(), 0)/PrefixSize)
@@ -308,4 +328,38 @@ func (p *Pool) NextUsageSeq() (uint64, error) {
 		return 0, err
 	}
 	return seq, nil
+}
+
+// giveUp records an ADD that gave up waiting; its pod will be retried.
+func (p *Pool) giveUp() {
+	if p.cfg.RetryLinger <= 0 {
+		return
+	}
+	p.gaveMu.Lock()
+	defer p.gaveMu.Unlock()
+	p.gaveUp = append(p.gaveUp, p.cfg.Clock.Now())
+}
+
+// retried takes the oldest ADD that gave up off the list: an arriving ADD
+// is most likely its retry, and counts as arriving from now on.
+func (p *Pool) retried() {
+	p.gaveMu.Lock()
+	defer p.gaveMu.Unlock()
+	if len(p.gaveUp) > 0 {
+		p.gaveUp = p.gaveUp[1:]
+	}
+}
+
+// lingering counts the ADDs that gave up less than RetryLinger ago,
+// forgetting older ones: their pods were not retried here (deleted, or
+// scheduled elsewhere).
+func (p *Pool) lingering(now time.Time) int {
+	p.gaveMu.Lock()
+	defer p.gaveMu.Unlock()
+	i := 0
+	for i < len(p.gaveUp) && now.Sub(p.gaveUp[i]) >= p.cfg.RetryLinger {
+		i++
+	}
+	p.gaveUp = p.gaveUp[i:]
+	return len(p.gaveUp)
 }

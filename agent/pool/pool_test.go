@@ -534,3 +534,42 @@ func TestDemandCountsArrivingADDs(t *testing.T) {
 		t.Fatalf("demand after: %+v", d)
 	}
 }
+
+// TestDemandLingersForRetry: an ADD that gave up waiting still counts as
+// Pending for RetryLinger, because kubelet retries its pod with a new
+// sandbox; the retry takes its place rather than adding to it, and the
+// count goes once RetryLinger has passed.
+func TestDemandLingersForRetry(t *testing.T) {
+	f := newPool(t, Config{RetryLinger: time.Minute})
+	lim := Limits{MaxENIs: 3, IPv4PerENI: 10}
+	tg := Targets{WarmIPs: 1}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if _, err := f.p.Add(ctx, key("c1"), PodInfo{}); !errors.Is(err, ErrNoAddress) {
+		t.Fatalf("ADD on an empty pool: %v, want ErrNoAddress", err)
+	}
+	if d := f.p.Demand(tg, lim); d.Pending != 1 {
+		t.Fatalf("after the ADD gave up: pending %d, want 1", d.Pending)
+	}
+	rctx, rcancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.p.Add(rctx, key("c1-retry"), PodInfo{})
+		done <- err
+	}()
+	waitFor(t, func() bool { return f.p.Pending() == 1 })
+	if d := f.p.Demand(tg, lim); d.Pending != 1 {
+		t.Fatalf("while the retry waits: pending %d, want 1 (the retry replaces the one that gave up)", d.Pending)
+	}
+	rcancel()
+	if err := <-done; !errors.Is(err, ErrNoAddress) {
+		t.Fatalf("cancelled retry: %v", err)
+	}
+	if d := f.p.Demand(tg, lim); d.Pending != 1 {
+		t.Fatalf("after the retry gave up too: pending %d, want 1", d.Pending)
+	}
+	f.clock.Advance(time.Minute)
+	if d := f.p.Demand(tg, lim); d.Pending != 0 {
+		t.Fatalf("RetryLinger after: pending %d, want 0", d.Pending)
+	}
+}

@@ -115,6 +115,7 @@ func startAgent(ctx, runCtx context.Context, cfg Config, mode daemon.Mode, inst 
 		// Every agent timer runs on simulated time, like awssim's buckets.
 		Cooldown:          cfg.wall(pool.DefaultCooldown),
 		MaxAddWait:        cfg.wall(daemon.DefaultMaxAddWait),
+		RetryLinger:       cfg.wall(pool.DefaultRetryLinger),
 		UsageInterval:     cfg.wall(brokerlink.DefaultUsageInterval),
 		HeartbeatInterval: cfg.wall(brokerlink.DefaultHeartbeatInterval),
 		ConfirmInterval:   cfg.wall(brokerlink.DefaultConfirmInterval),

@@ -32,7 +32,9 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 	for i, v := range cfg.Variants() {
 		dir := fmt.Sprintf("%s/%d", work, i)
-		res, err := runVariant(ctx, cfg, v, dir)
+		vc := cfg
+		vc.TimeScale = cfg.ScaleFor(v.Mode)
+		res, err := runVariant(ctx, vc, v, dir)
 		_ = os.RemoveAll(dir)
 		if err != nil {
 			return rep, fmt.Errorf("variant %s: %w", v.Name(), err)

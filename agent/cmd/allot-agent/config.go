@@ -61,6 +61,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&a.MaxAddWait, "max-add-wait", daemon.DefaultMaxAddWait,
 		"how long an ADD waits on an empty pool for capacity on its way before answering try-again-later "+
 			"(keep below the plugin's 60s timeout; an early failure costs the pod kubelet's 10-15s back-off)")
+	fs.DurationVar(&a.RetryLinger, "retry-linger", pool.DefaultRetryLinger,
+		"how long an ADD that gave up waiting still counts in the node's demand: kubelet retries its pod 10-15s later")
 	fs.StringVar(&a.CheckpointPath, "checkpoint", "/var/lib/allot/checkpoint.json", "allocation checkpoint file")
 	fs.StringVar(&a.SocketPath, "socket", plugin.DefaultAgentSocket, "CNI unix socket (mode 0600)")
 	fs.StringVar(&a.IntrospectAddr, "introspect-addr", "127.0.0.1:61679", "loopback address of /v1/enis, /v1/pods, /healthz, /metrics (empty: off)")

@@ -97,7 +97,7 @@ func parseFlags(args []string, stderr io.Writer) (bench.Config, slog.Level, stri
 	fs.IntVar(&cfg.Nodes, "nodes", bench.DefaultNodes, "nodes (instances) in the burst")
 	fs.IntVar(&cfg.PodsPerNode, "pods-per-node", bench.DefaultPodsPerNode, "pods requested at once on every node")
 	fs.StringVar(&cfg.InstanceType, "instance-type", bench.DefaultInstanceType, "every node's instance type")
-	fs.Float64Var(&cfg.TimeScale, "time-scale", bench.DefaultTimeScale, "simulated seconds per real second")
+	fs.Float64Var(&cfg.TimeScale, "time-scale", 0, fmt.Sprintf("simulated seconds per real second, for every variant (0: %g with secondary IPs, %g with prefixes)", float64(bench.DefaultTimeScale), float64(bench.DefaultPrefixTimeScale)))
 	modes := fs.String("modes", "secondary-ip,prefix", "address modes to run, comma-separated")
 	shares := fs.String("shares", "1,0.5", "broker bucket shares to run, comma-separated")
 	fs.BoolVar(&cfg.Baseline, "baseline", true, "also run the aws-vpc-cni ipamd baseline for every mode")

@@ -199,6 +199,7 @@ func (r Report) WriteTable(w io.Writer) error {
 	}
 	row("variant", func(x Result) string { return x.Variant })
 	row("pods placed", func(x Result) string { return fmt.Sprintf("%d/%d", x.Placed, x.Pods) })
+	row("time scale", func(x Result) string { return fmt.Sprintf("%g", x.TimeScale) })
 	more := func(x Result) string {
 		if x.Complete {
 			return ""

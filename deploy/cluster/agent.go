@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/allotnet/allot/agent/daemon"
 	"github.com/allotnet/allot/agent/introspect"
 )
 
@@ -84,8 +85,11 @@ func newAgent(bins Binaries, r *run, p agentParams) (*Agent, error) {
 // Start runs the agent; WaitReady waits until it serves.
 func (a *Agent) Start() error { return a.proc.start() }
 
-// Stop ends the agent with SIGTERM (graceful).
-func (a *Agent) Stop() error { return a.proc.stop(10 * time.Second) }
+// Stop ends the agent with SIGTERM (graceful). The agent lets ADDs still
+// waiting for capacity finish (up to its max ADD wait, then 5 s more)
+// before it exits, so it gets that long before SIGKILL; an idle agent
+// exits at once.
+func (a *Agent) Stop() error { return a.proc.stop(daemon.DefaultMaxAddWait + 10*time.Second) }
 
 // Kill ends the agent with SIGKILL: none of its shutdown code runs.
 func (a *Agent) Kill() error { return a.proc.stop(0) }

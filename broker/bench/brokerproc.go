@@ -208,17 +208,8 @@ func StartBroker(ctx context.Context, cfg BrokerConfig) (b *Broker, err error) {
 func (b *Broker) lead(ctx context.Context, log *slog.Logger) error {
 	scaled := func(d time.Duration) time.Duration { return time.Duration(float64(d) / b.cfg.TimeScale) }
 	eng := executor.New(executor.Config{
-		Cluster: Cluster, Store: b.st, EC2: b.ec2c, Logger: log,
-		Interval:       scaled(2 * time.Second),
-		Gather:         scaled(executor.DefaultGather),
-		GatherMax:      scaled(executor.DefaultGatherMax),
-		WarmGather:     scaled(executor.DefaultWarmGather),
-		Lookahead:      scaled(executor.DefaultLookahead),
-		FailureBackoff: scaled(2 * time.Second),
-		ReleaseAfter:   scaled(2 * time.Minute),
-		ReleaseTimeout: scaled(5 * time.Minute),
-		OnPlan:         b.onPlan,
-	})
+		Cluster: Cluster, Store: b.st, EC2: b.ec2c, Logger: log, OnPlan: b.onPlan,
+	}.WithTimeScale(b.cfg.TimeScale))
 	b.mu.Lock()
 	b.eng = eng
 	b.mu.Unlock()

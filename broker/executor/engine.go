@@ -100,7 +100,7 @@ func (c *Config) defaults() {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	if c.Interval <= 0 {
-		c.Interval = 2 * time.Second
+		c.Interval = DefaultInterval
 	}
 	if c.Settle <= 0 {
 		c.Settle = 50 * time.Millisecond
@@ -122,7 +122,7 @@ func (c *Config) defaults() {
 		c.Workers = 64
 	}
 	if c.FailureBackoff <= 0 {
-		c.FailureBackoff = 2 * time.Second
+		c.FailureBackoff = DefaultFailureBackoff
 	}
 	if c.StaleIntent <= 0 {
 		c.StaleIntent = time.Minute
@@ -134,10 +134,10 @@ func (c *Config) defaults() {
 		c.ReleaseMargin = 4
 	}
 	if c.ReleaseAfter <= 0 {
-		c.ReleaseAfter = 2 * time.Minute
+		c.ReleaseAfter = DefaultReleaseAfter
 	}
 	if c.ReleaseTimeout <= 0 {
-		c.ReleaseTimeout = 5 * time.Minute
+		c.ReleaseTimeout = DefaultReleaseTimeout
 	}
 	if c.Retain <= 0 {
 		c.Retain = 15 * time.Minute
@@ -147,13 +147,45 @@ func (c *Config) defaults() {
 	}
 }
 
-// Defaults of the Config fields that pace planning.
+// Defaults of the Config fields that are timers of the engine's own, the
+// ones WithTimeScale speeds up.
 const (
-	DefaultGather     = time.Second
-	DefaultGatherMax  = 5 * time.Second
-	DefaultWarmGather = 5 * time.Second
-	DefaultLookahead  = 2 * time.Second
+	DefaultInterval       = 2 * time.Second
+	DefaultGather         = time.Second
+	DefaultGatherMax      = 5 * time.Second
+	DefaultWarmGather     = 5 * time.Second
+	DefaultLookahead      = 2 * time.Second
+	DefaultFailureBackoff = 2 * time.Second
+	DefaultReleaseAfter   = 2 * time.Minute
+	DefaultReleaseTimeout = 5 * time.Minute
 )
+
+// WithTimeScale returns c for a simulation whose clock (awssim's, and its
+// token buckets) runs timeScale times faster than the wall clock: every
+// engine timer left zero — Interval, Gather, WarmGather, GatherMax,
+// Lookahead, FailureBackoff, ReleaseAfter, ReleaseTimeout — is set to its
+// default divided by timeScale. Timers already set are kept as given, in
+// the caller's time. Settle (a wait for the CPU's sake) and the
+// record-keeping durations are not timers of this kind and stay as they are.
+func (c Config) WithTimeScale(timeScale float64) Config {
+	if timeScale <= 0 {
+		timeScale = 1
+	}
+	scaled := func(f *time.Duration, def time.Duration) {
+		if *f <= 0 {
+			*f = time.Duration(float64(def) / timeScale)
+		}
+	}
+	scaled(&c.Interval, DefaultInterval)
+	scaled(&c.Gather, DefaultGather)
+	scaled(&c.WarmGather, DefaultWarmGather)
+	scaled(&c.GatherMax, DefaultGatherMax)
+	scaled(&c.Lookahead, DefaultLookahead)
+	scaled(&c.FailureBackoff, DefaultFailureBackoff)
+	scaled(&c.ReleaseAfter, DefaultReleaseAfter)
+	scaled(&c.ReleaseTimeout, DefaultReleaseTimeout)
+	return c
+}
 
 // ErrInjectedCrash is returned (wrapped) by Run when Config.CrashAfter fired.
 var ErrInjectedCrash = errors.New("injected crash")

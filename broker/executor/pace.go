@@ -49,14 +49,14 @@ func (e *Engine) admit(rs *runState, actions []planner.Action) ([]planner.Action
 	var retry time.Duration
 	for _, a := range actions {
 		c := firstClass(a)
+		b := lim.Bucket(c)
 		n, seen := allow[c]
 		if !seen {
-			b := lim.Bucket(c)
 			n = math.Floor(lim.Tokens(c)+b.Refill*e.cfg.Lookahead.Seconds()) - float64(rs.unstarted[c])
 		}
 		if n < 1 {
 			allow[c] = n
-			if b := lim.Bucket(c); b.Refill > 0 {
+			if b.Refill > 0 {
 				retry = minPositive(retry, time.Duration(float64(time.Second)/b.Refill))
 			}
 			continue

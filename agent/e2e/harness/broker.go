@@ -50,7 +50,6 @@ func StartBroker(t testing.TB, c *Cloud, log *slog.Logger) *Broker {
 	if err != nil {
 		t.Fatal(err)
 	}
-	scaled := func(d time.Duration) time.Duration { return time.Duration(float64(d) / c.TimeScale) }
 	ctx, cancel := context.WithCancel(context.Background())
 	elDone := make(chan struct{})
 	go func() {
@@ -58,14 +57,13 @@ func StartBroker(t testing.TB, c *Cloud, log *slog.Logger) *Broker {
 		_ = el.Run(ctx, func(ctx context.Context) error {
 			return executor.New(executor.Config{
 				Cluster: Cluster, Store: st, EC2: ec2c, Logger: log,
-				Interval:       50 * time.Millisecond,
-				FailureBackoff: scaled(2 * time.Second),
+				Interval: 50 * time.Millisecond,
 				// Releases of surplus addresses are not what these tests
 				// are about; a long wait keeps the engine from proposing
 				// them mid-test.
 				ReleaseAfter:   time.Hour,
 				ReleaseTimeout: time.Hour,
-			}).Run(ctx)
+			}.WithTimeScale(c.TimeScale)).Run(ctx)
 		})
 	}()
 	srv, err := server.New(server.Config{Store: st, Leader: el, Logger: log, Coalesce: 5 * time.Millisecond})

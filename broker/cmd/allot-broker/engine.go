@@ -37,19 +37,13 @@ func leaderWork(ctx context.Context, cfg config, st *store.Store, log *slog.Logg
 	scaled := func(d time.Duration) time.Duration { return time.Duration(float64(d) / cfg.timeScale) }
 	return func(ctx context.Context) error {
 		eng := executor.New(executor.Config{
-			Cluster:        cfg.cluster,
-			Store:          st,
-			EC2:            ec2c,
-			Logger:         log,
-			Interval:       scaled(2 * time.Second),
-			Gather:         scaled(cfg.gather),
-			GatherMax:      scaled(cfg.gatherMax),
-			WarmGather:     scaled(executor.DefaultWarmGather),
-			Lookahead:      scaled(executor.DefaultLookahead),
-			FailureBackoff: scaled(2 * time.Second),
-			ReleaseAfter:   scaled(2 * time.Minute),
-			ReleaseTimeout: scaled(5 * time.Minute),
-		})
+			Cluster:   cfg.cluster,
+			Store:     st,
+			EC2:       ec2c,
+			Logger:    log,
+			Gather:    scaled(cfg.gather),
+			GatherMax: scaled(cfg.gatherMax),
+		}.WithTimeScale(cfg.timeScale))
 		rec := reconciler.New(reconciler.Config{
 			Cluster:  cfg.cluster,
 			Store:    st,

@@ -37,7 +37,7 @@ DEMO_FLAGS ?=
 demo: build
 	$(BIN)/demo $(DEMO_FLAGS)
 
-# bench-burst is issue 7's measurement: 500 c5.xlarge nodes running the real
+# bench-burst measures a scale-up burst: 500 c5.xlarge nodes running the real
 # agent code (kernel replaced by a recorder), 46 pods each at once, against
 # the real broker and awssim with EC2's throttling at a time scale; with
 # secondary IPs and /28 prefixes, at 100% and 50% of the buckets, next to an
@@ -51,7 +51,7 @@ bench-burst-quick: build
 # network namespaces next to the reference ptp + host-local plugins (which
 # the benchmark installs with go install). Run as root.
 bench-cni:
-	$(GO) test -count=1 -run '^$$' -bench '^BenchmarkCNILatency$$' -benchtime 1x -timeout 20m ./cni/bench/ -args -pods 100
+	$(GO) test -count=1 -run '^$$' -bench '^BenchmarkCNILatency$$' -benchtime 1x -timeout 20m ./bench/cni/ -args -pods 100
 
 $(TOOLS)/buf:
 	GOBIN=$(TOOLS) $(GO) install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)

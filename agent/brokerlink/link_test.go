@@ -9,7 +9,7 @@ import (
 
 	"github.com/allotnet/allot/agent/brokerlink/brokertest"
 	"github.com/allotnet/allot/agent/checkpoint"
-	"github.com/allotnet/allot/agent/hostnet"
+	"github.com/allotnet/allot/agent/hostnet/hostnettest"
 	"github.com/allotnet/allot/agent/identity"
 	"github.com/allotnet/allot/agent/pool"
 	"github.com/allotnet/allot/awssim"
@@ -26,7 +26,7 @@ type fixture struct {
 	ident  identity.Identity
 	broker *brokertest.Broker
 	pool   *pool.Pool
-	net    *hostnet.Recorder
+	net    *hostnettest.Recorder
 	link   *Link
 	// tweak, when set, adjusts the link configuration.
 	tweak func(*Config)
@@ -54,7 +54,7 @@ func newFixtureWith(t *testing.T, tweak func(*Config)) *fixture {
 	}
 	t.Cleanup(func() { _ = sim.Close() })
 	f := &fixture{t: t, sim: sim, inst: sim.World().Instances()[0].ID, broker: brokertest.Start(t, sim.World()),
-		net: hostnet.NewRecorder(), tweak: tweak}
+		net: hostnettest.NewRecorder(), tweak: tweak}
 	ep, err := sim.IMDSEndpoint(f.inst)
 	if err != nil {
 		t.Fatal(err)

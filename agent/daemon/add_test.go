@@ -10,6 +10,7 @@ import (
 	"github.com/allotnet/allot/agent/brokerlink/brokertest"
 	"github.com/allotnet/allot/agent/cniserver"
 	"github.com/allotnet/allot/agent/hostnet"
+	"github.com/allotnet/allot/agent/hostnet/hostnettest"
 	"google.golang.org/grpc/codes"
 )
 
@@ -17,7 +18,7 @@ import (
 // the address the broker then delivers.
 func TestAddOnEmptyPoolWaitsForDelivery(t *testing.T) {
 	e := newEnv(t)
-	a := e.start(e.config(), hostnet.NewRecorder())
+	a := e.start(e.config(), hostnettest.NewRecorder())
 	e.registered()
 
 	type result struct {
@@ -72,7 +73,7 @@ func TestAddOnEmptyPoolFailsTryAgainLater(t *testing.T) {
 	e := newEnv(t)
 	cfg := e.config()
 	cfg.MaxAddWait = 300 * time.Millisecond
-	a := e.start(cfg, hostnet.NewRecorder())
+	a := e.start(cfg, hostnettest.NewRecorder())
 	e.registered()
 
 	_, err := a.Add(ctxT(t), podReq("c1", "web-0"))
@@ -82,7 +83,7 @@ func TestAddOnEmptyPoolFailsTryAgainLater(t *testing.T) {
 	if n := len(a.Pool().Allocations()); n != 0 || a.Pool().Pending() != 0 {
 		t.Fatalf("after a failed ADD: %d allocations, %d pending; want none", n, a.Pool().Pending())
 	}
-	if got := a.net.Count(hostnet.OpSetupPod); got != 0 {
+	if got := a.net.Count(hostnettest.OpSetupPod); got != 0 {
 		t.Fatalf("SetupPod called %d times for an ADD that got no address", got)
 	}
 }
@@ -90,7 +91,7 @@ func TestAddOnEmptyPoolFailsTryAgainLater(t *testing.T) {
 // A retried ADD of the same attachment gets the same address and wiring.
 func TestAddIsIdempotent(t *testing.T) {
 	e := newEnv(t)
-	a := e.start(e.config(), hostnet.NewRecorder())
+	a := e.start(e.config(), hostnettest.NewRecorder())
 	e.deliver(a, 3)
 	req := podReq("c1", "web-0")
 	first := mustAdd(t, a, req)
@@ -111,7 +112,7 @@ func TestDeliveredAddressesWaitForIMDS(t *testing.T) {
 	e := newEnv(t)
 	cfg := e.config()
 	cfg.MaxAddWait = 200 * time.Millisecond
-	a := e.start(cfg, hostnet.NewRecorder())
+	a := e.start(cfg, hostnettest.NewRecorder())
 	e.registered()
 	e.sim.World().SetIMDSLag(time.Hour)
 	got, err := e.broker.Deliver(e.inst, 1)
@@ -134,12 +135,12 @@ func TestDeliveredAddressesWaitForIMDS(t *testing.T) {
 // When the pod can't be wired, its address goes back to the pool.
 func TestAddSetupFailureReturnsAddress(t *testing.T) {
 	e := newEnv(t)
-	net := hostnet.NewRecorder()
+	net := hostnettest.NewRecorder()
 	cfg := e.config()
 	cfg.Cooldown = -1
 	a := e.start(cfg, net)
 	e.deliver(a, 1)
-	net.FailNext(hostnet.OpSetupPod, errors.New("injected: veth create failed"))
+	net.FailNext(hostnettest.OpSetupPod, errors.New("injected: veth create failed"))
 	if _, err := a.Add(ctxT(t), podReq("c1", "web-0")); err == nil {
 		t.Fatal("add succeeded though SetupPod failed")
 	}
@@ -158,7 +159,7 @@ func TestPrefixMode(t *testing.T) {
 	e := newEnv(t)
 	cfg := e.config()
 	cfg.Mode = ModePrefix
-	a := e.start(cfg, hostnet.NewRecorder())
+	a := e.start(cfg, hostnettest.NewRecorder())
 	e.registered()
 	if m := e.broker.Registration(e.inst).GetMode(); m.String() != "ADDRESS_MODE_PREFIX" {
 		t.Fatalf("registered mode %v", m)

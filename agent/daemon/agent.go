@@ -33,7 +33,7 @@ import (
 type Deps struct {
 	// IMDS is the instance metadata client (identity.NewClient).
 	IMDS identity.MetadataAPI
-	// Network is the host network (hostnet.Linux, or hostnet.Recorder).
+	// Network is the host network (hostnet.Linux, or hostnettest.Recorder).
 	Network hostnet.Network
 	// Broker is the broker's NodeService client.
 	Broker allotv1.NodeServiceClient

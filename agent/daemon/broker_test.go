@@ -13,7 +13,7 @@ import (
 	"github.com/allotnet/allot/agent/brokerlink/brokertest"
 	"github.com/allotnet/allot/agent/checkpoint"
 	"github.com/allotnet/allot/agent/cniserver"
-	"github.com/allotnet/allot/agent/hostnet"
+	"github.com/allotnet/allot/agent/hostnet/hostnettest"
 )
 
 // With the broker down, ADDs are served from the pool; STATUS says the node
@@ -24,7 +24,7 @@ func TestBrokerDownAddsServedFromPool(t *testing.T) {
 	e := newEnv(t)
 	cfg := e.config()
 	cfg.MaxAddWait = 200 * time.Millisecond
-	a := e.start(cfg, hostnet.NewRecorder())
+	a := e.start(cfg, hostnettest.NewRecorder())
 	e.deliver(a, 2)
 	e.broker.SetDown(true)
 	brokertest.WaitFor(t, 10*time.Second, "the link to notice the broker is down", func() bool {
@@ -63,7 +63,7 @@ func TestBrokerDownAddsServedFromPool(t *testing.T) {
 // handed out, and leave the pool once the broker has taken them.
 func TestReleaseAckedOnlyForFreeAddresses(t *testing.T) {
 	e := newEnv(t)
-	a := e.start(e.config(), hostnet.NewRecorder())
+	a := e.start(e.config(), hostnettest.NewRecorder())
 	got := e.deliver(a, 4)
 	held := mustAdd(t, a, podReq("held", "a")).Address.Addr()
 	cooling := mustAdd(t, a, podReq("gone", "b")).Address.Addr()
@@ -120,7 +120,7 @@ func TestReleaseAckedOnlyForFreeAddresses(t *testing.T) {
 // withdrew gives its addresses back to the pool.
 func TestWithdrawnReleaseReturnsAddresses(t *testing.T) {
 	e := newEnv(t)
-	a := e.start(e.config(), hostnet.NewRecorder())
+	a := e.start(e.config(), hostnettest.NewRecorder())
 	got := e.deliver(a, 2)
 	e.broker.FailAcks(status.Error(codes.Unavailable, "injected: ack lost"))
 	id := e.broker.Propose(e.inst, []string{got[0].String(), got[1].String()})
@@ -140,7 +140,7 @@ func TestWithdrawnReleaseReturnsAddresses(t *testing.T) {
 // them; a held one is kept (drift) and the pod keeps working.
 func TestUnlistedAddressesDroppedOnlyWhenFree(t *testing.T) {
 	e := newEnv(t)
-	a := e.start(e.config(), hostnet.NewRecorder())
+	a := e.start(e.config(), hostnettest.NewRecorder())
 	got := e.deliver(a, 2)
 	held := mustAdd(t, a, podReq("c1", "a")).Address.Addr()
 	var all []string

@@ -12,13 +12,14 @@ import (
 	"github.com/allotnet/allot/agent/checkpoint"
 	"github.com/allotnet/allot/agent/cniserver"
 	"github.com/allotnet/allot/agent/hostnet"
+	"github.com/allotnet/allot/agent/hostnet/hostnettest"
 )
 
 // Same pod name, new sandbox: the old sandbox's DEL arriving after the new
 // ADD leaves the new pod's address and network alone.
 func TestDelOfOldSandboxSparesNewOne(t *testing.T) {
 	e := newEnv(t)
-	a := e.start(e.config(), hostnet.NewRecorder())
+	a := e.start(e.config(), hostnettest.NewRecorder())
 	e.deliver(a, 3)
 	oldReq, newReq := podReq("sandbox-old", "web-0"), podReq("sandbox-new", "web-0")
 	old := mustAdd(t, a, oldReq)
@@ -62,12 +63,12 @@ func TestDelOfOldSandboxSparesNewOne(t *testing.T) {
 // the pod.
 func TestDelTeardownFailureKeepsAddress(t *testing.T) {
 	e := newEnv(t)
-	net := hostnet.NewRecorder()
+	net := hostnettest.NewRecorder()
 	a := e.start(e.config(), net)
 	e.deliver(a, 1)
 	req := podReq("c1", "web-0")
 	mustAdd(t, a, req)
-	net.FailNext(hostnet.OpTeardownPod, errors.New("injected: netlink busy"))
+	net.FailNext(hostnettest.OpTeardownPod, errors.New("injected: netlink busy"))
 	if err := a.Del(ctxT(t), req); err == nil {
 		t.Fatal("DEL succeeded though teardown failed")
 	}
@@ -86,7 +87,7 @@ func TestDelTeardownFailureKeepsAddress(t *testing.T) {
 // after it was queued.
 func TestQueuedDelSparesLaterAdd(t *testing.T) {
 	e := newEnv(t)
-	a := e.start(e.config(), hostnet.NewRecorder())
+	a := e.start(e.config(), hostnettest.NewRecorder())
 	e.deliver(a, 1)
 	req := podReq("c1", "web-0")
 	queued := req
@@ -102,7 +103,7 @@ func TestQueuedDelSparesLaterAdd(t *testing.T) {
 
 func TestCheck(t *testing.T) {
 	e := newEnv(t)
-	net := hostnet.NewRecorder()
+	net := hostnettest.NewRecorder()
 	a := e.start(e.config(), net)
 	e.deliver(a, 2)
 	req := podReq("c1", "web-0")
@@ -146,7 +147,7 @@ func TestCheck(t *testing.T) {
 // and host devices no record accounts for.
 func TestGCRemovesUnlistedAttachmentsAndStrays(t *testing.T) {
 	e := newEnv(t)
-	net := hostnet.NewRecorder()
+	net := hostnettest.NewRecorder()
 	a := e.start(e.config(), net)
 	e.deliver(a, 5)
 	keep, drop := podReq("keep", "a"), podReq("drop", "b")

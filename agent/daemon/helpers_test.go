@@ -14,7 +14,7 @@ import (
 
 	"github.com/allotnet/allot/agent/brokerlink/brokertest"
 	"github.com/allotnet/allot/agent/cniserver"
-	"github.com/allotnet/allot/agent/hostnet"
+	"github.com/allotnet/allot/agent/hostnet/hostnettest"
 	"github.com/allotnet/allot/agent/identity"
 	"github.com/allotnet/allot/awssim"
 	"github.com/allotnet/allot/awssim/scenario"
@@ -85,14 +85,14 @@ func (e *env) config() Config {
 // agentRun is an agent running in the background.
 type agentRun struct {
 	*Agent
-	net    *hostnet.Recorder
+	net    *hostnettest.Recorder
 	cancel context.CancelFunc
 	done   chan error
 	once   sync.Once
 }
 
 // start starts an agent over net and waits until it serves.
-func (e *env) start(cfg Config, net *hostnet.Recorder) *agentRun {
+func (e *env) start(cfg Config, net *hostnettest.Recorder) *agentRun {
 	e.t.Helper()
 	a, err := New(cfg, Deps{IMDS: e.imds, Network: net, Broker: e.broker.Client(), Logger: testLogger(e.t)})
 	if err != nil {
@@ -160,7 +160,7 @@ func mustAdd(t *testing.T, a *agentRun, req cniserver.Request) cniserver.AddResu
 }
 
 // wired returns the address the recorder has wired for an attachment.
-func wired(r *hostnet.Recorder, req cniserver.Request) (netip.Addr, bool) {
+func wired(r *hostnettest.Recorder, req cniserver.Request) (netip.Addr, bool) {
 	for _, p := range r.Pods() {
 		if p.Attachment == hostAttachment(req.Attachment) {
 			return p.Address, true

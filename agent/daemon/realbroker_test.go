@@ -11,9 +11,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/allotnet/allot/agent/brokerlink/brokertest"
-	"github.com/allotnet/allot/agent/hostnet"
+	"github.com/allotnet/allot/agent/hostnet/hostnettest"
 	"github.com/allotnet/allot/broker/ec2client"
-	"github.com/allotnet/allot/broker/etcdembed"
+	"github.com/allotnet/allot/broker/etcdembed/etcdembedtest"
 	"github.com/allotnet/allot/broker/executor"
 	"github.com/allotnet/allot/broker/ratelimit"
 	"github.com/allotnet/allot/broker/server"
@@ -28,7 +28,7 @@ func (e *env) realBroker() allotv1.NodeServiceClient {
 	t := e.t
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
-	st, err := store.Open(etcdembed.StartForTest(t), "agent-test")
+	st, err := store.Open(etcdembedtest.Start(t), "agent-test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestWithRealBroker(t *testing.T) {
 	e.sim.World().SetIMDSLag(50 * time.Millisecond) // IMDS lags; the agent must wait for it
 	client := e.realBroker()
 	cfg := e.config()
-	a, err := New(cfg, Deps{IMDS: e.imds, Network: hostnet.NewRecorder(), Broker: client, Logger: testLogger(t)})
+	a, err := New(cfg, Deps{IMDS: e.imds, Network: hostnettest.NewRecorder(), Broker: client, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestWithRealBroker(t *testing.T) {
 
 	// Restart on the same checkpoint, host wiring lost: the pod comes back
 	// with its address, nothing is freed, and the broker's record agrees.
-	net := hostnet.NewRecorder()
+	net := hostnettest.NewRecorder()
 	b, err := New(cfg, Deps{IMDS: e.imds, Network: net, Broker: client, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)

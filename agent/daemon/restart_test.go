@@ -12,7 +12,7 @@ import (
 
 	"github.com/allotnet/allot/agent/brokerlink/brokertest"
 	"github.com/allotnet/allot/agent/checkpoint"
-	"github.com/allotnet/allot/agent/hostnet"
+	"github.com/allotnet/allot/agent/hostnet/hostnettest"
 )
 
 // A restart — even onto a host that lost the pods' wiring, with the broker
@@ -21,7 +21,7 @@ import (
 // address back.
 func TestRestartFreesNothingAndRestoresPods(t *testing.T) {
 	e := newEnv(t)
-	first := e.start(e.config(), hostnet.NewRecorder())
+	first := e.start(e.config(), hostnettest.NewRecorder())
 	e.deliver(first, 4)
 	reqs := []string{"c1", "c2"}
 	addrs := map[string]string{}
@@ -35,7 +35,7 @@ func TestRestartFreesNothingAndRestoresPods(t *testing.T) {
 	first.stop()
 
 	e.broker.SetDown(true)
-	net := hostnet.NewRecorder() // the host lost every pod's wiring
+	net := hostnettest.NewRecorder() // the host lost every pod's wiring
 	second := e.start(e.config(), net)
 	after := second.Pool().Snapshot()
 	if !sameJSON(t, before.Allocations, after.Allocations) {
@@ -44,7 +44,7 @@ func TestRestartFreesNothingAndRestoresPods(t *testing.T) {
 	if !sameJSON(t, before.Addresses, after.Addresses) {
 		t.Fatalf("addresses changed across restart:\n before %+v\n after  %+v", before.Addresses, after.Addresses)
 	}
-	if n := net.Count(hostnet.OpTeardownPod) + net.Count(hostnet.OpRemoveStray); n != 0 {
+	if n := net.Count(hostnettest.OpTeardownPod) + net.Count(hostnettest.OpRemoveStray); n != 0 {
 		t.Fatalf("restart tore down or removed %d things", n)
 	}
 	if addr, ok := wired(net, podReq("c1", "pod-c1")); !ok || addr.String()+"/32" != addrs["c1"] {
@@ -66,7 +66,7 @@ func TestRestartFreesNothingAndRestoresPods(t *testing.T) {
 // file is left untouched and the host network is not touched at all.
 func TestCorruptCheckpointRefusesStart(t *testing.T) {
 	e := newEnv(t)
-	first := e.start(e.config(), hostnet.NewRecorder())
+	first := e.start(e.config(), hostnettest.NewRecorder())
 	e.deliver(first, 2)
 	mustAdd(t, first, podReq("c1", "web-0"))
 	first.stop()
@@ -88,7 +88,7 @@ func TestCorruptCheckpointRefusesStart(t *testing.T) {
 			if err := os.WriteFile(e.checkpointPath(), tc.body, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			net := hostnet.NewRecorder()
+			net := hostnettest.NewRecorder()
 			a, err := New(e.config(), Deps{IMDS: e.imds, Network: net, Broker: e.broker.Client(), Logger: testLogger(t)})
 			if err != nil {
 				t.Fatal(err)
@@ -117,7 +117,7 @@ func TestCheckpointOfAnotherInstanceRefused(t *testing.T) {
 	if err := checkpoint.New(e.checkpointPath()).Save(other); err != nil {
 		t.Fatal(err)
 	}
-	a, err := New(e.config(), Deps{IMDS: e.imds, Network: hostnet.NewRecorder(), Broker: e.broker.Client()})
+	a, err := New(e.config(), Deps{IMDS: e.imds, Network: hostnettest.NewRecorder(), Broker: e.broker.Client()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func sameJSON(t *testing.T, a, b any) bool {
 // comes back once the broker link sets the ENI up.
 func TestSecondaryENIPodRestoredWhenENIAppears(t *testing.T) {
 	e := newEnv(t)
-	first := e.start(e.config(), hostnet.NewRecorder())
+	first := e.start(e.config(), hostnettest.NewRecorder())
 	e.registered()
 	eniID, addrs, err := e.broker.AttachENI(e.inst, 2)
 	if err != nil {
@@ -165,9 +165,9 @@ func TestSecondaryENIPodRestoredWhenENIAppears(t *testing.T) {
 	// The secondary ENI's setup fails at start (the primary's succeeds);
 	// the broker is down, so nothing retries it for now.
 	e.broker.SetDown(true)
-	net := hostnet.NewRecorder()
-	net.FailNext(hostnet.OpSetupENI, nil)
-	net.FailNext(hostnet.OpSetupENI, errors.New("injected: no link with the ENI's MAC yet"))
+	net := hostnettest.NewRecorder()
+	net.FailNext(hostnettest.OpSetupENI, nil)
+	net.FailNext(hostnettest.OpSetupENI, errors.New("injected: no link with the ENI's MAC yet"))
 	second := e.start(e.config(), net)
 	if _, ok := second.Pool().Get(keyOf(podReq("c1", "web-0").Attachment)); !ok {
 		t.Fatal("record of the pod on the unseen ENI dropped on restart")

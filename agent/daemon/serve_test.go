@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/allotnet/allot/agent/hostnet"
+	"github.com/allotnet/allot/agent/hostnet/hostnettest"
 	"github.com/allotnet/allot/agent/introspect"
 	"github.com/allotnet/allot/cni/delqueue"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
@@ -25,7 +26,7 @@ import (
 // DEL the plugin queued while the agent was down before it serves.
 func TestRunServesSocketIntrospectionAndReplaysQueue(t *testing.T) {
 	e := newEnv(t)
-	first := e.start(e.config(), hostnet.NewRecorder())
+	first := e.start(e.config(), hostnettest.NewRecorder())
 	e.deliver(first, 3)
 	mustAdd(t, first, podReq("queued", "old"))
 	mustAdd(t, first, podReq("kept", "new"))
@@ -48,7 +49,7 @@ func TestRunServesSocketIntrospectionAndReplaysQueue(t *testing.T) {
 	cfg.SocketPath = filepath.Join(sockDir, "cni.sock")
 	cfg.IntrospectAddr = "127.0.0.1:0"
 	cfg.DelQueueDir = queue
-	a := e.start(cfg, hostnet.NewRecorder())
+	a := e.start(cfg, hostnettest.NewRecorder())
 	if _, ok := a.Pool().Get(keyOf(r.Attachment)); ok {
 		t.Fatal("queued DEL not replayed on start")
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/allotnet/allot/agent/checkpoint"
 	"github.com/allotnet/allot/agent/hostnet"
+	"github.com/allotnet/allot/agent/hostnet/hostnettest"
 )
 
 // Hundreds of concurrent ADDs and DELs, many racing on the same container
@@ -16,7 +17,7 @@ import (
 // with no address held twice.
 func TestAddDelStormKeepsRecordsAndHostInAgreement(t *testing.T) {
 	e := newEnv(t)
-	net := hostnet.NewRecorder()
+	net := hostnettest.NewRecorder()
 	cfg := e.config()
 	cfg.Cooldown = -1
 	a := e.start(cfg, net)

@@ -18,7 +18,7 @@ import (
 // rules are that pod's: they are left alone. This is what keeps a late DEL of
 // an old sandbox from cutting off a newer one.
 func (l *Linux) TeardownPod(c PodConfig) error {
-	if err := c.validateForTeardown(); err != nil {
+	if err := c.ValidateForTeardown(); err != nil {
 		return err
 	}
 	hostName := HostVethName(c.Attachment)

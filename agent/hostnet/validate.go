@@ -114,9 +114,9 @@ func (c PodConfig) Validate() error {
 	return validMTU(c.MTU)
 }
 
-// validateForTeardown checks only what TeardownPod needs: it must work for a
+// ValidateForTeardown checks only what TeardownPod needs: it must work for a
 // pod whose namespace is long gone.
-func (c PodConfig) validateForTeardown() error {
+func (c PodConfig) ValidateForTeardown() error {
 	if err := c.Attachment.Validate(); err != nil {
 		return err
 	}

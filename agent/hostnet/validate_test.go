@@ -49,11 +49,11 @@ func TestPodConfigValidate(t *testing.T) {
 
 func TestTeardownNeedsOnlyTheAttachment(t *testing.T) {
 	c := PodConfig{Attachment: validPod().Attachment}
-	if err := c.validateForTeardown(); err != nil {
+	if err := c.ValidateForTeardown(); err != nil {
 		t.Errorf("teardown without netns or address: %v", err)
 	}
 	c.Attachment.IfName = ""
-	if err := c.validateForTeardown(); !errors.Is(err, ErrInvalidConfig) {
+	if err := c.ValidateForTeardown(); !errors.Is(err, ErrInvalidConfig) {
 		t.Errorf("teardown without ifname: %v, want ErrInvalidConfig", err)
 	}
 }

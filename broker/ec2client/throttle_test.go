@@ -9,6 +9,7 @@ import (
 	"github.com/allotnet/allot/awssim"
 	"github.com/allotnet/allot/awssim/throttle"
 	"github.com/allotnet/allot/broker/ratelimit"
+	"github.com/allotnet/allot/broker/ratelimit/ratelimittest"
 )
 
 // TestThrottleDrainsAndRetries: another tenant has left awssim's Assign
@@ -80,7 +81,7 @@ func TestThrottleRetriesBounded(t *testing.T) {
 // token; a canceled wait sends nothing and says why.
 func TestEveryCallWaitsForAToken(t *testing.T) {
 	sim := startSim(t, testScenario())
-	clk := ratelimit.NewManualClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
+	clk := ratelimittest.NewManualClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
 	// Share 0.01: the Describe bucket holds 1 token and refills 0.2/s.
 	lim := ratelimit.New(ratelimit.Config{Share: 0.01, Clock: clk})
 	c := newClient(t, sim, lim, 0)

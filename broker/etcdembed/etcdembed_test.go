@@ -58,12 +58,3 @@ func TestStartRequiresDir(t *testing.T) {
 		t.Fatal("Start without Dir succeeded")
 	}
 }
-
-func TestStartForTest(t *testing.T) {
-	for i := 0; i < 3; i++ {
-		cli := StartForTest(t)
-		if _, err := cli.Put(context.Background(), "/x", "y"); err != nil {
-			t.Fatal(err)
-		}
-	}
-}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/allotnet/allot/bench/lowerbound"
 	"github.com/allotnet/allot/broker/ec2client"
 	"github.com/allotnet/allot/broker/executor"
 	"github.com/allotnet/allot/broker/planner"
@@ -55,7 +56,7 @@ func TestBurst50Nodes(t *testing.T) {
 	defer mu.Unlock()
 	if len(plans) != 1 {
 		for i, p := range plans {
-			t.Logf("plan %d: %d actions, calls %v, unmet %v", i, len(p.Actions), planner.MinCalls(p), p.Unmet)
+			t.Logf("plan %d: %d actions, calls %v, unmet %v", i, len(p.Actions), lowerbound.MinCalls(p), p.Unmet)
 			for _, a := range p.Actions[:min(len(p.Actions), 3)] {
 				t.Logf("  %+v", a)
 			}
@@ -73,7 +74,7 @@ func TestBurst50Nodes(t *testing.T) {
 	if len(planned) != nodes {
 		t.Errorf("first plan covers %d nodes, want %d", len(planned), nodes)
 	}
-	minCalls := planner.MinCalls(first)
+	minCalls := lowerbound.MinCalls(first)
 	got := e.sim.Counters()
 	for _, action := range mutating {
 		if int(got[action].Calls) != minCalls[action] {
@@ -117,7 +118,7 @@ func TestBurst50Nodes(t *testing.T) {
 	e.checkMatchesEC2(t)
 	e.checkAccounts(t)
 	st := r.eng.Stats()
-	bound := planner.LowerBound(minCalls, share, timeScale)
+	bound := lowerbound.LowerBound(minCalls, share, timeScale)
 	t.Logf("50 nodes satisfied in %v (x%d time scale; the bucket model's lower bound is %v): mutating calls %v; describes: types %d, subnets %d, ENIs %d; stats %+v",
 		took, timeScale, bound, minCalls, got["DescribeInstanceTypes"].Calls, got["DescribeSubnets"].Calls, got["DescribeNetworkInterfaces"].Calls, st)
 }

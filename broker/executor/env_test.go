@@ -13,7 +13,7 @@ import (
 	"github.com/allotnet/allot/awssim/scenario"
 	"github.com/allotnet/allot/awssim/world"
 	"github.com/allotnet/allot/broker/ec2client"
-	"github.com/allotnet/allot/broker/etcdembed"
+	"github.com/allotnet/allot/broker/etcdembed/etcdembedtest"
 	"github.com/allotnet/allot/broker/executor"
 	"github.com/allotnet/allot/broker/ratelimit"
 	"github.com/allotnet/allot/broker/store"
@@ -71,7 +71,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 		t.Fatalf("start awssim: %v", err)
 	}
 	t.Cleanup(func() { _ = sim.Close() })
-	st, err := store.Open(etcdembed.StartForTest(t), cluster)
+	st, err := store.Open(etcdembedtest.Start(t), cluster)
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/allotnet/allot/broker/etcdembed"
+	"github.com/allotnet/allot/broker/etcdembed/etcdembedtest"
 	"github.com/allotnet/allot/broker/store"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -70,7 +71,7 @@ func nextTerm(t *testing.T, r *fencedReplica) context.Context {
 // lease ending and its keepalive noticing: the old leader's writes, made
 // with its term's fence, must be refused while the new leader's succeed.
 func TestDeposedLeaderCannotBeginIntent(t *testing.T) {
-	srv := etcdembed.StartServerForTest(t)
+	srv := etcdembedtest.StartServer(t)
 	a := startFenced(t, srv, "a")
 	aCtx := nextTerm(t, a)
 	b := startFenced(t, srv, "b")

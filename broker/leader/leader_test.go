@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/allotnet/allot/broker/etcdembed"
+	"github.com/allotnet/allot/broker/etcdembed/etcdembedtest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -122,7 +123,7 @@ func leaderName(t *testing.T, el *Elector) string {
 // lease, as etcd does when a leader dies or is partitioned for the TTL: the
 // leader's work must be cancelled and the standby must start its own.
 func TestStandbyTakesOverWhenLeaderSessionIsLost(t *testing.T) {
-	srv := etcdembed.StartServerForTest(t)
+	srv := etcdembedtest.StartServer(t)
 	a := newReplica(t, srv, "broker-a", 2*time.Second)
 	b := newReplica(t, srv, "broker-b", 2*time.Second)
 
@@ -160,7 +161,7 @@ func TestStandbyTakesOverWhenLeaderSessionIsLost(t *testing.T) {
 // crashed process stops refreshing its lease; the standby must take over
 // once the lease expires.
 func TestLeaderClientDeathHandsOver(t *testing.T) {
-	srv := etcdembed.StartServerForTest(t)
+	srv := etcdembedtest.StartServer(t)
 	a := newReplica(t, srv, "broker-a", 2*time.Second)
 	wait(t, a.leading, "broker-a to lead")
 	b := newReplica(t, srv, "broker-b", 2*time.Second)
@@ -178,7 +179,7 @@ func TestLeaderClientDeathHandsOver(t *testing.T) {
 // 60 s TTL, the standby can only lead within the test's timeout if the
 // leader resigned and revoked its lease.
 func TestShutdownResigns(t *testing.T) {
-	srv := etcdembed.StartServerForTest(t)
+	srv := etcdembedtest.StartServer(t)
 	a := newReplica(t, srv, "broker-a", 60*time.Second)
 	wait(t, a.leading, "broker-a to lead")
 	b := newReplica(t, srv, "broker-b", 60*time.Second)
@@ -194,7 +195,7 @@ func TestShutdownResigns(t *testing.T) {
 // TestWorkReturningResigns: if the engine stops on its own (a bug, a fatal
 // error), the replica must not sit on the lead doing nothing.
 func TestWorkReturningResigns(t *testing.T) {
-	srv := etcdembed.StartServerForTest(t)
+	srv := etcdembedtest.StartServer(t)
 	cli, err := srv.Client()
 	if err != nil {
 		t.Fatal(err)
@@ -226,7 +227,7 @@ func TestWorkReturningResigns(t *testing.T) {
 }
 
 func TestNoLeader(t *testing.T) {
-	cli := etcdembed.StartForTest(t)
+	cli := etcdembedtest.Start(t)
 	el, err := New(Config{Client: cli, Prefix: "/allot/v1/test/", Name: "x"})
 	if err != nil {
 		t.Fatal(err)

@@ -35,3 +35,13 @@ func (r Reason) String() string {
 	}
 	return fmt.Sprintf("reason(%d)", int(r))
 }
+
+// EC2 action names, as EC2 and awssim count calls: the executor paces each
+// action kind by the bucket of the call it starts with.
+const (
+	CallCreate = "CreateNetworkInterface"
+	CallAttach = "AttachNetworkInterface"
+	CallModify = "ModifyNetworkInterfaceAttribute"
+	CallAssign = "AssignPrivateIpAddresses"
+	CallDetach = "DetachNetworkInterface"
+)

@@ -3,7 +3,7 @@ package ratelimit
 import "time"
 
 // Clock is the time source the limiter waits on. Tests and simulations pass a
-// ManualClock; production uses the real one.
+// ratelimittest.ManualClock; production uses the real one.
 type Clock interface {
 	Now() time.Time
 	NewTimer(d time.Duration) Timer

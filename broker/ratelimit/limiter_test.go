@@ -1,4 +1,4 @@
-package ratelimit
+package ratelimit_test
 
 import (
 	"context"
@@ -7,6 +7,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/allotnet/allot/broker/ratelimit"
+	"github.com/allotnet/allot/broker/ratelimit/ratelimittest"
 )
 
 var epoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -15,26 +18,26 @@ func TestClassOf(t *testing.T) {
 	tests := []struct {
 		action   string
 		filtered bool
-		want     Class
+		want     ratelimit.Class
 	}{
-		{"CreateNetworkInterface", false, CreateNetworkInterface},
-		{"AssignPrivateIpAddresses", false, AssignPrivateIPAddresses},
-		{"UnassignPrivateIpAddresses", true, UnassignPrivateIPAddresses},
-		{"DeleteNetworkInterface", false, DeleteNetworkInterface},
-		{"ModifyNetworkInterfaceAttribute", false, ModifyNetworkInterfaceAttribute},
-		{"CreateTags", false, CreateTags},
-		{"AttachNetworkInterface", false, Mutating},
-		{"DetachNetworkInterface", true, Mutating},
-		{"DescribeNetworkInterfaces", true, Describe},
-		{"DescribeNetworkInterfaces", false, DescribeUnfiltered},
-		{"DescribeInstances", false, DescribeUnfiltered},
-		{"DescribeInstances", true, Describe},
-		{"DescribeSubnets", false, Describe},
-		{"DescribeInstanceTypes", false, Describe},
-		{"RunInstances", false, Class("RunInstances")},
+		{"CreateNetworkInterface", false, ratelimit.CreateNetworkInterface},
+		{"AssignPrivateIpAddresses", false, ratelimit.AssignPrivateIPAddresses},
+		{"UnassignPrivateIpAddresses", true, ratelimit.UnassignPrivateIPAddresses},
+		{"DeleteNetworkInterface", false, ratelimit.DeleteNetworkInterface},
+		{"ModifyNetworkInterfaceAttribute", false, ratelimit.ModifyNetworkInterfaceAttribute},
+		{"CreateTags", false, ratelimit.CreateTags},
+		{"AttachNetworkInterface", false, ratelimit.Mutating},
+		{"DetachNetworkInterface", true, ratelimit.Mutating},
+		{"DescribeNetworkInterfaces", true, ratelimit.Describe},
+		{"DescribeNetworkInterfaces", false, ratelimit.DescribeUnfiltered},
+		{"DescribeInstances", false, ratelimit.DescribeUnfiltered},
+		{"DescribeInstances", true, ratelimit.Describe},
+		{"DescribeSubnets", false, ratelimit.Describe},
+		{"DescribeInstanceTypes", false, ratelimit.Describe},
+		{"RunInstances", false, ratelimit.Class("RunInstances")},
 	}
 	for _, tt := range tests {
-		if got := ClassOf(tt.action, tt.filtered); got != tt.want {
+		if got := ratelimit.ClassOf(tt.action, tt.filtered); got != tt.want {
 			t.Errorf("ClassOf(%q, %v) = %q, want %q", tt.action, tt.filtered, got, tt.want)
 		}
 	}
@@ -43,25 +46,25 @@ func TestClassOf(t *testing.T) {
 func TestBucketScaled(t *testing.T) {
 	tests := []struct {
 		name         string
-		class        Class
+		class        ratelimit.Class
 		share, scale float64
-		want         Bucket
+		want         ratelimit.Bucket
 	}{
-		{"create full share", CreateNetworkInterface, 1, 1, Bucket{100, 5}},
-		{"create half share", CreateNetworkInterface, 0.5, 1, Bucket{50, 2.5}},
-		{"mutating half share scaled", Mutating, 0.5, 10, Bucket{25, 25}},
-		{"describe unfiltered", DescribeUnfiltered, 1, 1, Bucket{50, 10}},
-		{"describe filtered", Describe, 1, 1, Bucket{100, 20}},
-		{"create tags", CreateTags, 0.3, 1, Bucket{30, 3}},
-		{"size floors", Mutating, 0.33, 1, Bucket{16, 1.65}},
-		{"size at least one", Mutating, 0.001, 1, Bucket{1, 0.005}},
-		{"zero share means whole", Mutating, 0, 1, Bucket{50, 5}},
-		{"share above one means whole", Mutating, 2, 1, Bucket{50, 5}},
-		{"negative scale means one", CreateNetworkInterface, 1, -3, Bucket{100, 5}},
-		{"unlisted action default", Class("RunInstances"), 1, 1, Bucket{100, 5}},
+		{"create full share", ratelimit.CreateNetworkInterface, 1, 1, ratelimit.Bucket{100, 5}},
+		{"create half share", ratelimit.CreateNetworkInterface, 0.5, 1, ratelimit.Bucket{50, 2.5}},
+		{"mutating half share scaled", ratelimit.Mutating, 0.5, 10, ratelimit.Bucket{25, 25}},
+		{"describe unfiltered", ratelimit.DescribeUnfiltered, 1, 1, ratelimit.Bucket{50, 10}},
+		{"describe filtered", ratelimit.Describe, 1, 1, ratelimit.Bucket{100, 20}},
+		{"create tags", ratelimit.CreateTags, 0.3, 1, ratelimit.Bucket{30, 3}},
+		{"size floors", ratelimit.Mutating, 0.33, 1, ratelimit.Bucket{16, 1.65}},
+		{"size at least one", ratelimit.Mutating, 0.001, 1, ratelimit.Bucket{1, 0.005}},
+		{"zero share means whole", ratelimit.Mutating, 0, 1, ratelimit.Bucket{50, 5}},
+		{"share above one means whole", ratelimit.Mutating, 2, 1, ratelimit.Bucket{50, 5}},
+		{"negative scale means one", ratelimit.CreateNetworkInterface, 1, -3, ratelimit.Bucket{100, 5}},
+		{"unlisted action default", ratelimit.Class("RunInstances"), 1, 1, ratelimit.Bucket{100, 5}},
 	}
 	for _, tt := range tests {
-		got := BucketOf(tt.class).Scaled(tt.share, tt.scale)
+		got := ratelimit.BucketOf(tt.class).Scaled(tt.share, tt.scale)
 		if got.Size != tt.want.Size || !near(got.Refill, tt.want.Refill) {
 			t.Errorf("%s: got %+v, want %+v", tt.name, got, tt.want)
 		}
@@ -76,28 +79,28 @@ func near(a, b float64) bool { d := a - b; return d < 1e-9 && d > -1e-9 }
 func TestRefill(t *testing.T) {
 	tests := []struct {
 		name         string
-		class        Class
+		class        ratelimit.Class
 		share, scale float64
 		elapsed      time.Duration
 		want         int
 	}{
-		{"nothing yet", CreateNetworkInterface, 1, 1, 0, 0},
-		{"just under one token", CreateNetworkInterface, 1, 1, 199 * time.Millisecond, 0},
-		{"one token after 200ms", CreateNetworkInterface, 1, 1, 200 * time.Millisecond, 1},
-		{"ten seconds", CreateNetworkInterface, 1, 1, 10 * time.Second, 50},
-		{"caps at size less the safety token", CreateNetworkInterface, 1, 1, time.Hour, 100 - SafetyTokens},
-		{"half share refills half", CreateNetworkInterface, 0.5, 1, 10 * time.Second, 25},
-		{"half share caps at half", CreateNetworkInterface, 0.5, 1, time.Hour, 50 - SafetyTokens},
-		{"time scale 10", Mutating, 1, 10, time.Second, 50 - SafetyTokens},
-		{"time scale 10 capped", Mutating, 1, 10, 2 * time.Second, 50 - SafetyTokens},
-		{"describe 20/s", Describe, 1, 1, 1500 * time.Millisecond, 30},
-		{"create tags 10/s", CreateTags, 1, 1, 3 * time.Second, 30},
-		{"fractional refill", Mutating, 0.5, 1, 3 * time.Second, 7},
+		{"nothing yet", ratelimit.CreateNetworkInterface, 1, 1, 0, 0},
+		{"just under one token", ratelimit.CreateNetworkInterface, 1, 1, 199 * time.Millisecond, 0},
+		{"one token after 200ms", ratelimit.CreateNetworkInterface, 1, 1, 200 * time.Millisecond, 1},
+		{"ten seconds", ratelimit.CreateNetworkInterface, 1, 1, 10 * time.Second, 50},
+		{"caps at size less the safety token", ratelimit.CreateNetworkInterface, 1, 1, time.Hour, 100 - ratelimit.SafetyTokens},
+		{"half share refills half", ratelimit.CreateNetworkInterface, 0.5, 1, 10 * time.Second, 25},
+		{"half share caps at half", ratelimit.CreateNetworkInterface, 0.5, 1, time.Hour, 50 - ratelimit.SafetyTokens},
+		{"time scale 10", ratelimit.Mutating, 1, 10, time.Second, 50 - ratelimit.SafetyTokens},
+		{"time scale 10 capped", ratelimit.Mutating, 1, 10, 2 * time.Second, 50 - ratelimit.SafetyTokens},
+		{"describe 20/s", ratelimit.Describe, 1, 1, 1500 * time.Millisecond, 30},
+		{"create tags 10/s", ratelimit.CreateTags, 1, 1, 3 * time.Second, 30},
+		{"fractional refill", ratelimit.Mutating, 0.5, 1, 3 * time.Second, 7},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clk := NewManualClock(epoch)
-			l := New(Config{Share: tt.share, TimeScale: tt.scale, Clock: clk})
+			clk := ratelimittest.NewManualClock(epoch)
+			l := ratelimit.New(ratelimit.Config{Share: tt.share, TimeScale: tt.scale, Clock: clk})
 			size := l.Bucket(tt.class).Size
 			for i := 0; i < size; i++ {
 				if !l.TryTake(tt.class) {
@@ -123,28 +126,28 @@ func TestRefill(t *testing.T) {
 }
 
 func TestDrain(t *testing.T) {
-	clk := NewManualClock(epoch)
-	l := New(Config{Clock: clk})
-	if !l.TryTake(Mutating) {
+	clk := ratelimittest.NewManualClock(epoch)
+	l := ratelimit.New(ratelimit.Config{Clock: clk})
+	if !l.TryTake(ratelimit.Mutating) {
 		t.Fatal("fresh bucket refused a token")
 	}
-	l.Drain(Mutating)
-	if l.TryTake(Mutating) {
+	l.Drain(ratelimit.Mutating)
+	if l.TryTake(ratelimit.Mutating) {
 		t.Fatal("drained bucket gave a token")
 	}
 	clk.Advance(199 * time.Millisecond)
-	if l.TryTake(Mutating) {
+	if l.TryTake(ratelimit.Mutating) {
 		t.Fatal("token before 1/refill elapsed")
 	}
 	clk.Advance(time.Millisecond)
-	if !l.TryTake(Mutating) {
+	if !l.TryTake(ratelimit.Mutating) {
 		t.Fatal("no token 1/refill after drain")
 	}
 	// Other buckets are untouched.
-	if got := l.Tokens(CreateNetworkInterface); got != 100-SafetyTokens {
-		t.Errorf("create bucket has %v tokens after draining Mutating, want %d", got, 100-SafetyTokens)
+	if got := l.Tokens(ratelimit.CreateNetworkInterface); got != 100-ratelimit.SafetyTokens {
+		t.Errorf("create bucket has %v tokens after draining Mutating, want %d", got, 100-ratelimit.SafetyTokens)
 	}
-	if s := l.Stats()[Mutating]; s.Drained != 1 || s.Taken != 2 {
+	if s := l.Stats()[ratelimit.Mutating]; s.Drained != 1 || s.Taken != 2 {
 		t.Errorf("stats = %+v, want Drained 1 Taken 2", s)
 	}
 }
@@ -152,20 +155,20 @@ func TestDrain(t *testing.T) {
 // TestDrainKeepsWaitersTurns: a drain while callers wait on credit must not
 // hand their debt back.
 func TestDrainKeepsWaitersTurns(t *testing.T) {
-	clk := NewManualClock(epoch)
-	l := New(Config{Clock: clk})
-	for l.TryTake(Mutating) {
+	clk := ratelimittest.NewManualClock(epoch)
+	l := ratelimit.New(ratelimit.Config{Clock: clk})
+	for l.TryTake(ratelimit.Mutating) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- l.Wait(ctx, Mutating) }()
+	go func() { done <- l.Wait(ctx, ratelimit.Mutating) }()
 	if err := clk.BlockUntil(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
-	before := l.Tokens(Mutating)
-	l.Drain(Mutating)
-	if after := l.Tokens(Mutating); after != before || after >= 0 {
+	before := l.Tokens(ratelimit.Mutating)
+	l.Drain(ratelimit.Mutating)
+	if after := l.Tokens(ratelimit.Mutating); after != before || after >= 0 {
 		t.Errorf("tokens %v -> %v after drain, want unchanged and negative", before, after)
 	}
 	clk.Advance(200 * time.Millisecond)
@@ -175,33 +178,33 @@ func TestDrainKeepsWaitersTurns(t *testing.T) {
 }
 
 func TestWaitContext(t *testing.T) {
-	clk := NewManualClock(epoch)
-	l := New(Config{Clock: clk})
-	for l.TryTake(Mutating) {
+	clk := ratelimittest.NewManualClock(epoch)
+	l := ratelimit.New(ratelimit.Config{Clock: clk})
+	for l.TryTake(ratelimit.Mutating) {
 	}
 
 	// Done before the call: no token taken.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := l.Wait(ctx, Mutating); !errors.Is(err, context.Canceled) {
+	if err := l.Wait(ctx, ratelimit.Mutating); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Wait on canceled ctx = %v, want Canceled", err)
 	}
 
 	// A deadline before the token would come: refused at once, untaken.
-	before := l.Tokens(Mutating)
+	before := l.Tokens(ratelimit.Mutating)
 	dctx, dcancel := context.WithDeadline(context.Background(), epoch.Add(100*time.Millisecond))
 	defer dcancel()
-	if err := l.Wait(dctx, Mutating); !errors.Is(err, context.DeadlineExceeded) {
+	if err := l.Wait(dctx, ratelimit.Mutating); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Wait with short deadline = %v, want DeadlineExceeded", err)
 	}
-	if after := l.Tokens(Mutating); after != before {
+	if after := l.Tokens(ratelimit.Mutating); after != before {
 		t.Errorf("refused Wait changed tokens %v -> %v", before, after)
 	}
 
 	// Canceled while waiting: returns the context's error.
 	wctx, wcancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- l.Wait(wctx, Mutating) }()
+	go func() { done <- l.Wait(wctx, ratelimit.Mutating) }()
 	if err := clk.BlockUntil(context.Background(), 1); err != nil {
 		t.Fatal(err)
 	}
@@ -212,8 +215,8 @@ func TestWaitContext(t *testing.T) {
 	if clk.Pending() != 0 {
 		t.Errorf("canceled Wait left %d timers", clk.Pending())
 	}
-	if s := l.Stats()[Mutating]; s.Canceled != 1 || s.Taken != 50-SafetyTokens {
-		t.Errorf("stats = %+v, want Canceled 1, Taken %d", s, 50-SafetyTokens)
+	if s := l.Stats()[ratelimit.Mutating]; s.Canceled != 1 || s.Taken != 50-ratelimit.SafetyTokens {
+		t.Errorf("stats = %+v, want Canceled 1, Taken %d", s, 50-ratelimit.SafetyTokens)
 	}
 }
 
@@ -235,9 +238,9 @@ func TestWaitNeverExceedsBucket(t *testing.T) {
 		{"half share scaled", 0.5, 10, 5, 7 * time.Millisecond, 300},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := NewManualClock(epoch)
-			l := New(Config{Share: tc.share, TimeScale: tc.scale, Clock: clk})
-			b := l.Bucket(Mutating)
+			clk := ratelimittest.NewManualClock(epoch)
+			l := ratelimit.New(ratelimit.Config{Share: tc.share, TimeScale: tc.scale, Clock: clk})
+			b := l.Bucket(ratelimit.Mutating)
 
 			ctx, cancel := context.WithCancel(context.Background())
 			var (
@@ -249,7 +252,7 @@ func TestWaitNeverExceedsBucket(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					for l.Wait(ctx, Mutating) == nil {
+					for l.Wait(ctx, ratelimit.Mutating) == nil {
 						mu.Lock()
 						times = append(times, clk.Now().Sub(epoch))
 						mu.Unlock()

@@ -10,7 +10,7 @@ import (
 	"github.com/allotnet/allot/awssim/scenario"
 	"github.com/allotnet/allot/awssim/world"
 	"github.com/allotnet/allot/broker/ec2client"
-	"github.com/allotnet/allot/broker/etcdembed"
+	"github.com/allotnet/allot/broker/etcdembed/etcdembedtest"
 	"github.com/allotnet/allot/broker/ratelimit"
 	"github.com/allotnet/allot/broker/reconciler"
 	"github.com/allotnet/allot/broker/store"
@@ -49,7 +49,7 @@ func newEnv(t *testing.T, instances int) *env {
 		t.Fatalf("start awssim: %v", err)
 	}
 	t.Cleanup(func() { _ = sim.Close() })
-	st, err := store.Open(etcdembed.StartForTest(t), cluster)
+	st, err := store.Open(etcdembedtest.Start(t), cluster)
 	if err != nil {
 		t.Fatal(err)
 	}

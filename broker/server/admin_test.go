@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/allotnet/allot/broker/etcdembed"
+	"github.com/allotnet/allot/broker/etcdembed/etcdembedtest"
 	"github.com/allotnet/allot/broker/store"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -60,7 +60,7 @@ func TestAdminNodesENIsAndStatus(t *testing.T) {
 }
 
 func TestHealthFollowsEtcd(t *testing.T) {
-	etcd := etcdembed.StartServerForTest(t)
+	etcd := etcdembedtest.StartServer(t)
 	cli, err := etcd.Client()
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +95,7 @@ func TestHealthFollowsEtcd(t *testing.T) {
 }
 
 func TestReflectionAndHealthRegistered(t *testing.T) {
-	st, err := store.Open(etcdembed.StartForTest(t), "test")
+	st, err := store.Open(etcdembedtest.Start(t), "test")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/allotnet/allot/awssim/scenario"
 	"github.com/allotnet/allot/awssim/world"
 	"github.com/allotnet/allot/broker/ec2client"
-	"github.com/allotnet/allot/broker/etcdembed"
+	"github.com/allotnet/allot/broker/etcdembed/etcdembedtest"
 	"github.com/allotnet/allot/broker/executor"
 	"github.com/allotnet/allot/broker/leader"
 	"github.com/allotnet/allot/broker/ratelimit"
@@ -46,7 +46,7 @@ type broker struct {
 func startBroker(t *testing.T, sim *awssim.Sim) *broker {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
-	cli := etcdembed.StartForTest(t)
+	cli := etcdembedtest.Start(t)
 	st, err := store.Open(cli, e2eCluster)
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/allotnet/allot/broker/etcdembed"
+	"github.com/allotnet/allot/broker/etcdembed/etcdembedtest"
 	"github.com/allotnet/allot/broker/store"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 	"google.golang.org/grpc"
@@ -35,7 +35,7 @@ func (f fixedLeader) Leader(context.Context) (string, error) { return string(f),
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	st, err := store.Open(etcdembed.StartForTest(t), "test")
+	st, err := store.Open(etcdembedtest.Start(t), "test")
 	if err != nil {
 		t.Fatal(err)
 	}

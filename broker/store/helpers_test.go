@@ -6,13 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/allotnet/allot/broker/etcdembed"
+	"github.com/allotnet/allot/broker/etcdembed/etcdembedtest"
 )
 
 // newStore opens a Store for cluster "test" on a fresh embedded etcd.
 func newStore(t *testing.T) *Store {
 	t.Helper()
-	s, err := Open(etcdembed.StartForTest(t), "test")
+	s, err := Open(etcdembedtest.Start(t), "test")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/allotnet/allot/broker/etcdembed"
+	"github.com/allotnet/allot/broker/etcdembed/etcdembedtest"
 )
 
 // newBudgetStore returns a store with node i-1 and subnet-1 whose limit is
@@ -119,7 +119,7 @@ func TestBeginIntentSameIDOnce(t *testing.T) {
 // budget that fits twenty: exactly twenty win, the rest get a BudgetError,
 // and the counters match the intents.
 func TestConcurrentBeginNeverOvercommits(t *testing.T) {
-	srv := etcdembed.StartServerForTest(t)
+	srv := etcdembedtest.StartServer(t)
 	var stores []*Store
 	for i := 0; i < 2; i++ {
 		cli, err := srv.Client()

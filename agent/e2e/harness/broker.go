@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/allotnet/allot/broker/ec2client"
-	"github.com/allotnet/allot/broker/etcdembed"
+	"github.com/allotnet/allot/broker/etcdembed/etcdembedtest"
 	"github.com/allotnet/allot/broker/executor"
 	"github.com/allotnet/allot/broker/leader"
 	"github.com/allotnet/allot/broker/ratelimit"
@@ -34,7 +34,7 @@ func StartBroker(t testing.TB, c *Cloud, log *slog.Logger) *Broker {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	cli := etcdembed.StartForTest(t)
+	cli := etcdembedtest.Start(t)
 	st, err := store.Open(cli, Cluster)
 	if err != nil {
 		t.Fatal(err)

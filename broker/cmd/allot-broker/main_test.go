@@ -20,7 +20,7 @@ import (
 	"github.com/allotnet/allot/awssim/scenario"
 	"github.com/allotnet/allot/awssim/world"
 	"github.com/allotnet/allot/broker/ec2client"
-	"github.com/allotnet/allot/broker/etcdembed"
+	"github.com/allotnet/allot/broker/etcdembed/etcdembedtest"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -243,7 +243,7 @@ func TestStandbyTakesOverAndFinishesTheWork(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sim.Close() })
-	etcd := etcdembed.StartServerForTest(t)
+	etcd := etcdembedtest.StartServer(t)
 	common := []string{"--etcd-endpoints", strings.Join(etcd.Endpoints(), ","), "--cluster", "ha",
 		"--ec2-endpoint", sim.EC2Endpoint(), "--time-scale", "10", "--election-ttl", "2s"}
 	a := startBroker(t, append([]string{"--name", "broker-a"}, common...)...)

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/allotnet/allot/broker/etcdembed"
+	"github.com/allotnet/allot/broker/etcdembed/etcdembedtest"
 	"github.com/allotnet/allot/broker/server"
 	"github.com/allotnet/allot/broker/store"
 )
@@ -19,7 +19,7 @@ import (
 // one subnet, one node and one ENI recorded.
 func startServer(t *testing.T) string {
 	t.Helper()
-	st, err := store.Open(etcdembed.StartForTest(t), "ctl")
+	st, err := store.Open(etcdembedtest.Start(t), "ctl")
 	if err != nil {
 		t.Fatal(err)
 	}

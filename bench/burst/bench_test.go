@@ -1,0 +1,168 @@
+package burst
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/allotnet/allot/agent/daemon"
+)
+
+// childRoleEnv makes the test binary act as one of the benchmark's child
+// processes, as allot-burst does with its "broker" and "cloud" arguments.
+const childRoleEnv = "ALLOT_BURST_TEST_CHILD"
+
+func TestMain(m *testing.M) {
+	if role := os.Getenv(childRoleEnv); role != "" {
+		os.Exit(runChild(role, os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+func newFlagSet(name string) *flag.FlagSet { return flag.NewFlagSet(name, flag.ContinueOnError) }
+
+// runChild is the child side of TestChildProcesses.
+func runChild(role string, args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		cancel()
+	}()
+	var err error
+	switch role {
+	case "broker":
+		var c BrokerConfig
+		fs := newFlagSet(role)
+		c.Flags(fs)
+		if err = fs.Parse(args); err == nil {
+			err = ServeBrokerChild(ctx, c, os.Stdout)
+		}
+	case "cloud":
+		var c CloudConfig
+		fs := newFlagSet(role)
+		c.Flags(fs)
+		if err = fs.Parse(args); err == nil {
+			err = ServeCloudChild(ctx, c, os.Stdout)
+		}
+	default:
+		err = fmt.Errorf("unknown role %q", role)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// checkCorrect asserts what every variant must get right, whatever its
+// timing: every pod placed at a distinct address that EC2 puts on the
+// pod's node (Problems covers these and hostnet errors); for allot, no
+// RequestLimitExceeded, no broker call on the ADD path, exactly the calls
+// the broker planned, and never fewer than the planner's minimum.
+func checkCorrect(t *testing.T, r Result) {
+	t.Helper()
+	if r.Placed != r.Pods {
+		t.Errorf("%s: %d of %d pods placed", r.Variant, r.Placed, r.Pods)
+	}
+	for _, p := range r.Problems {
+		t.Errorf("%s: %s", r.Variant, p)
+	}
+	if r.WarmShortAfter > 0 {
+		// A known defect, not what this test guards: see docs/benchmarks.md.
+		t.Logf("%s: %d nodes not warm again after the burst: %s", r.Variant, r.WarmShortAfter, r.WarmShortDetail)
+	}
+	if r.System != SystemAllot {
+		return
+	}
+	if r.Throttled != 0 {
+		t.Errorf("%s: %d RequestLimitExceeded; the broker must never send a call it has no token for", r.Variant, r.Throttled)
+	}
+	if r.HotPathBrokerCalls != 0 {
+		t.Errorf("%s: %d broker calls on the ADD path; want none (no etcd write per pod)", r.Variant, r.HotPathBrokerCalls)
+	}
+	for _, a := range mutatingActions {
+		got, planned, minimum := r.Calls[a], int64(r.Planned[a]), int64(r.Minimum[a])
+		if got != planned {
+			t.Errorf("%s: %d %s calls, but the broker's plans held %d", r.Variant, got, a, planned)
+		}
+		if got < minimum {
+			t.Errorf("%s: %d %s calls, fewer than the planner's minimum %d: the minimum is wrong", r.Variant, got, a, minimum)
+		}
+	}
+	if !r.CallsAtMinimum {
+		// A target, not yet met: see docs/benchmarks.md.
+		t.Logf("%s: calls %v, planner's minimum %v", r.Variant, r.Calls, r.Minimum)
+	}
+}
+
+// TestQuickBurst is the CI size: 20 nodes, 30 pods each (more than the warm
+// pool holds, so every node needs EC2), both modes, both shares and the
+// baseline, everything in this process.
+func TestQuickBurst(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, Config{
+		Nodes: 20, PodsPerNode: 30, TimeScale: 20, Baseline: true, SubnetDiscovery: true,
+		Deadline: 30 * time.Minute, Seed: 7,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := len(rep.Results), 6; got != want {
+		t.Fatalf("%d results, want %d", got, want)
+	}
+	for _, r := range rep.Results {
+		checkCorrect(t, r)
+		// 30 pods are more than any warm pool holds: every node needs EC2.
+		if len(r.Minimum) == 0 {
+			t.Errorf("%s: the planner's minimum is empty", r.Variant)
+		}
+	}
+	var b strings.Builder
+	if err := rep.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + b.String())
+}
+
+// TestChildProcesses runs a small burst with the broker and awssim as
+// child processes (this test binary re-executed), the way allot-burst does,
+// so the broker's CPU and memory are its own.
+func TestChildProcesses(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, Config{
+		Nodes: 5, PodsPerNode: 20, TimeScale: 20, Modes: []daemon.Mode{daemon.ModeSecondaryIP}, Shares: []float64{1},
+		Deadline: 30 * time.Minute, Seed: 3,
+		Spawn: func(role string, args []string) *exec.Cmd {
+			cmd := exec.Command(self, args...)
+			cmd.Env = append(os.Environ(), childRoleEnv+"="+role)
+			return cmd
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Results) != 1 {
+		t.Fatalf("%d results, want 1", len(rep.Results))
+	}
+	r := rep.Results[0]
+	checkCorrect(t, r)
+	if r.BrokerCPUTotal <= 0 || r.BrokerPeakRSS <= 0 {
+		t.Errorf("broker child's CPU %.3fs and peak RSS %d not measured", r.BrokerCPUTotal, r.BrokerPeakRSS)
+	}
+}

@@ -1,0 +1,236 @@
+// Package burst is allot's burst benchmark, a scale-up burst across a fleet:
+// N nodes, each running the real agent (agent/daemon with the kernel-free
+// hostnettest.Recorder, its own checkpoint and its own awssim IMDS), talking
+// over real gRPC on loopback to the real broker (server, leader engine and
+// reconciler on embedded etcd), which talks to awssim through the real SDK
+// with EC2's token buckets at a time scale. Warm targets are at their
+// defaults; the nodes join; then P pods per node are requested at once
+// through the agents' CNI Backend, each retried as kubelet retries a failed
+// sandbox. The same burst is then run against a fresh awssim with every node
+// calling EC2 itself the way aws-vpc-cni's ipamd does (package ipamd).
+//
+// Every variant reports its completion time next to the bucket model's lower
+// bound for the fewest calls (lowerbound.LowerBound), time-to-address
+// percentiles, throttling, calls by action against the planner's minimum,
+// etcd writes per pod, and the CPU and memory of the broker and the agents.
+// docs/benchmarks.md records a full run.
+package burst
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os/exec"
+	"time"
+
+	"github.com/allotnet/allot/agent/daemon"
+)
+
+// System says who calls EC2 in a variant.
+type System string
+
+// The systems compared.
+const (
+	// SystemAllot is allot: the agents ask the broker, the broker alone
+	// calls EC2.
+	SystemAllot System = "allot"
+	// SystemIPAMD is the baseline: every node calls EC2 itself as
+	// aws-vpc-cni's ipamd does.
+	SystemIPAMD System = "ipamd"
+)
+
+// Variant is one burst of the run.
+type Variant struct {
+	System System
+	Mode   daemon.Mode
+	// Share is the fraction of each EC2 bucket the broker may use (allot);
+	// the baseline always has the whole account.
+	Share float64
+}
+
+// Name is how tables and the JSON line name the variant.
+func (v Variant) Name() string {
+	if v.System == SystemIPAMD {
+		return fmt.Sprintf("ipamd/%s", v.Mode)
+	}
+	return fmt.Sprintf("allot/%s/share=%g", v.Mode, v.Share)
+}
+
+// Spawner builds the command that runs this program in a child role
+// ("broker" or "cloud") with the given arguments. The benchmark binary
+// re-executes itself; nil runs every role in the harness's own process.
+type Spawner func(role string, args []string) *exec.Cmd
+
+// Config is the whole run; bench/cmd/allot-burst builds it from flags.
+type Config struct {
+	// Nodes is how many instances join (default 500).
+	Nodes int
+	// PodsPerNode is how many pods each node gets at once (default 46).
+	PodsPerNode int
+	// InstanceType is every node's type (default c5.xlarge).
+	InstanceType string
+	// TimeScale is simulated seconds per real second. Every EC2 bucket,
+	// every agent and broker timer and kubelet's retry backoff run at it.
+	// Zero picks it by mode: DefaultTimeScale with secondary IPs,
+	// DefaultPrefixTimeScale with prefixes (see ScaleFor).
+	TimeScale float64
+	// Modes are the address modes to run (default both).
+	Modes []daemon.Mode
+	// Shares are the broker bucket shares to run (default 1 and 0.5).
+	Shares []float64
+	// Baseline adds the ipamd baseline for every mode.
+	Baseline bool
+	// SubnetDiscovery makes the baseline call DescribeSubnets before each
+	// CreateNetworkInterface, as ipamd does by default
+	// (ENABLE_SUBNET_DISCOVERY=true).
+	SubnetDiscovery bool
+	// BaselineMaxAttempts is the baseline SDK retryer's attempts per call
+	// (0: the SDK's default, 3).
+	BaselineMaxAttempts int
+	// Subnets is how many subnets (one /16 each, spread over three AZs,
+	// as an EKS cluster's node subnets usually are) the nodes are spread
+	// over, round-robin (default 3); more are used if the addresses need
+	// them.
+	Subnets int
+	// JoinBatch is how many nodes join at a time (default 100); each batch
+	// is warm before the next joins.
+	JoinBatch int
+	// Deadline bounds each burst in simulated time (default 1h); pods not
+	// placed by then are reported unplaced.
+	Deadline time.Duration
+	// WorkDir holds checkpoints and etcd data (default: a new temporary
+	// directory, removed at the end).
+	WorkDir string
+	// EtcdFsync makes the broker's etcd fsync as in production.
+	EtcdFsync bool
+	// Spawn runs the broker and awssim as child processes, so their CPU
+	// and memory are their own; nil runs them in this process.
+	Spawn Spawner
+	// BrokerCPUProfile, with Spawn, makes each variant's broker write a
+	// pprof CPU profile to this path plus the variant's index.
+	BrokerCPUProfile string
+	// ChildStderr receives the children's logs (nil: discarded).
+	ChildStderr io.Writer
+	// Progress receives a line every few seconds while a burst runs (nil:
+	// none).
+	Progress io.Writer
+	// Seed makes awssim's IDs and addresses reproducible.
+	Seed   int64
+	Logger *slog.Logger
+}
+
+// Defaults of the full-size run.
+const (
+	DefaultNodes        = 500
+	DefaultPodsPerNode  = 46
+	DefaultInstanceType = "c5.xlarge"
+	DefaultTimeScale    = 5
+	// DefaultPrefixTimeScale is lower because the prefix floor is short
+	// (80 s for the default burst): the harness needs about 1.5 s of wall
+	// time to start 23,000 pods on two cores, which is 7.5 simulated
+	// seconds at scale 5 and 3 at scale 2.
+	DefaultPrefixTimeScale = 2
+	DefaultDeadline        = time.Hour
+	DefaultJoinBatch       = 100
+	DefaultSubnets         = 3
+)
+
+// ScaleFor returns the time scale a variant of mode m runs at: TimeScale
+// when set, else the mode's default.
+func (c Config) ScaleFor(m daemon.Mode) float64 {
+	switch {
+	case c.TimeScale > 0:
+		return c.TimeScale
+	case m == daemon.ModePrefix:
+		return DefaultPrefixTimeScale
+	}
+	return DefaultTimeScale
+}
+
+// WithDefaults fills the zero fields (TimeScale stays zero: ScaleFor picks
+// it per variant).
+func (c Config) WithDefaults() Config {
+	if c.Nodes == 0 {
+		c.Nodes = DefaultNodes
+	}
+	if c.PodsPerNode == 0 {
+		c.PodsPerNode = DefaultPodsPerNode
+	}
+	if c.InstanceType == "" {
+		c.InstanceType = DefaultInstanceType
+	}
+	if len(c.Modes) == 0 {
+		c.Modes = []daemon.Mode{daemon.ModeSecondaryIP, daemon.ModePrefix}
+	}
+	if len(c.Shares) == 0 {
+		c.Shares = []float64{1, 0.5}
+	}
+	if c.Deadline == 0 {
+		c.Deadline = DefaultDeadline
+	}
+	if c.Subnets == 0 {
+		c.Subnets = DefaultSubnets
+	}
+	if c.JoinBatch == 0 {
+		c.JoinBatch = DefaultJoinBatch
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Validate refuses a run that can't mean anything.
+func (c Config) Validate() error {
+	switch {
+	case c.Nodes < 1:
+		return errors.New("nodes must be at least 1")
+	case c.PodsPerNode < 1:
+		return errors.New("pods per node must be at least 1")
+	case c.TimeScale < 0:
+		return errors.New("time scale must not be negative")
+	case c.Deadline <= 0:
+		return errors.New("deadline must be positive")
+	case c.Subnets < 1:
+		return errors.New("subnets must be at least 1")
+	case c.JoinBatch < 1:
+		return errors.New("join batch must be at least 1")
+	}
+	for _, m := range c.Modes {
+		if m != daemon.ModeSecondaryIP && m != daemon.ModePrefix {
+			return fmt.Errorf("mode %q: want %q or %q", m, daemon.ModeSecondaryIP, daemon.ModePrefix)
+		}
+	}
+	for _, s := range c.Shares {
+		if !(s > 0 && s <= 1) {
+			return fmt.Errorf("bucket share %g: want a fraction in (0, 1]", s)
+		}
+	}
+	return nil
+}
+
+// Variants lists the bursts of the run in order: per mode, allot at each
+// share, then the baseline.
+func (c Config) Variants() []Variant {
+	var out []Variant
+	for _, m := range c.Modes {
+		for _, s := range c.Shares {
+			out = append(out, Variant{System: SystemAllot, Mode: m, Share: s})
+		}
+		if c.Baseline {
+			out = append(out, Variant{System: SystemIPAMD, Mode: m, Share: 1})
+		}
+	}
+	return out
+}
+
+// wall converts a simulated duration to wall time at the run's scale.
+func (c Config) wall(sim time.Duration) time.Duration {
+	return time.Duration(float64(sim) / c.TimeScale)
+}
+
+// simOf converts a wall duration to simulated time.
+func (c Config) simOf(wall time.Duration) time.Duration {
+	return time.Duration(float64(wall) * c.TimeScale)
+}

@@ -1,0 +1,131 @@
+package burst
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/allotnet/allot/agent/daemon"
+	"github.com/allotnet/allot/agent/pool"
+	"github.com/allotnet/allot/awssim"
+	"github.com/allotnet/allot/bench/burst/ipamd"
+)
+
+// ipamdFleet is the baseline: every node's own ipamd calling EC2.
+type ipamdFleet struct {
+	cfg    Config
+	mode   daemon.Mode
+	ec2URL string
+	limits pool.Limits
+	hc     *http.Client
+
+	nodes  []*ipamd.Node
+	runCtx context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// newIPAMDFleet returns an empty baseline fleet; join adds nodes to it.
+func newIPAMDFleet(ctx context.Context, cfg Config, mode daemon.Mode, ec2URL string) (*ipamdFleet, error) {
+	limits, ok := daemon.KnownLimits(cfg.InstanceType)
+	if !ok {
+		return nil, fmt.Errorf("instance type %s: limits unknown", cfg.InstanceType)
+	}
+	// One transport for all nodes: hundreds of SDK clients each keeping
+	// their own idle connections would run loopback out of ports; EC2's
+	// throttling is per account, not per connection, so nothing changes.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 512, 512
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	return &ipamdFleet{cfg: cfg, mode: mode, ec2URL: ec2URL, limits: limits, hc: &http.Client{Transport: tr},
+		runCtx: runCtx, cancel: cancel}, nil
+}
+
+// join starts an ipamd per instance: nodeInit now, the pool manager in the
+// background.
+func (f *ipamdFleet) join(ctx context.Context, insts []awssim.AdminInstance) error {
+	nodes := make([]*ipamd.Node, len(insts))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(32)
+	for i, inst := range insts {
+		g.Go(func() error {
+			n, err := ipamd.New(ipamd.Config{
+				InstanceID: inst.ID, IMDSEndpoint: inst.IMDSEndpoint, EC2Endpoint: f.ec2URL,
+				HTTPClient:       f.hc,
+				PrefixMode:       f.mode == daemon.ModePrefix,
+				WarmENITarget:    1,
+				WarmPrefixTarget: 1,
+				MaxENIs:          f.limits.MaxENIs,
+				IPv4PerENI:       f.limits.IPv4PerENI,
+				// eni-max-pods.txt: ENIs x (addresses per ENI - 1) + 2.
+				MaxPods:         f.limits.MaxENIs*(f.limits.IPv4PerENI-1) + 2,
+				SubnetDiscovery: f.cfg.SubnetDiscovery,
+				MaxAttempts:     f.cfg.BaselineMaxAttempts,
+				TimeScale:       f.cfg.TimeScale,
+				Logger:          f.cfg.Logger,
+			})
+			if err != nil {
+				return err
+			}
+			if err := n.Start(gctx); err != nil {
+				return err
+			}
+			nodes[i] = n
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	for _, n := range nodes {
+		f.nodes = append(f.nodes, n)
+		f.wg.Go(func() { n.Run(f.runCtx) })
+	}
+	return nil
+}
+
+func (f *ipamdFleet) warmMissing() int {
+	missing := 0
+	for _, n := range f.nodes {
+		if !n.Settled() {
+			missing++
+		}
+	}
+	return missing
+}
+
+func (f *ipamdFleet) describeMissing() string {
+	for _, n := range f.nodes {
+		if !n.Settled() {
+			return n.String()
+		}
+	}
+	return ""
+}
+
+func (f *ipamdFleet) backends() []cni {
+	out := make([]cni, len(f.nodes))
+	for i, n := range f.nodes {
+		out[i] = n
+	}
+	return out
+}
+
+// errors sums the nodes' failed pool actions.
+func (f *ipamdFleet) errors() map[string]int {
+	out := map[string]int{}
+	for _, n := range f.nodes {
+		for k, v := range n.Errors() {
+			out[k] += v
+		}
+	}
+	return out
+}
+
+func (f *ipamdFleet) stop() {
+	f.cancel()
+	f.wg.Wait()
+}

@@ -1,0 +1,311 @@
+package burst
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Percentiles are time-to-address quantiles in simulated seconds.
+type Percentiles struct {
+	P50 float64 `json:"p50"`
+	P90 float64 `json:"p90"`
+	P99 float64 `json:"p99"`
+	Max float64 `json:"max"`
+}
+
+func percentiles(d []time.Duration) Percentiles {
+	if len(d) == 0 {
+		return Percentiles{}
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	at := func(q float64) float64 {
+		i := int(q*float64(len(s))+0.999999) - 1
+		return s[min(max(i, 0), len(s)-1)].Seconds()
+	}
+	return Percentiles{P50: at(0.50), P90: at(0.90), P99: at(0.99), Max: s[len(s)-1].Seconds()}
+}
+
+// Result is one variant's figures. Times are simulated seconds unless the
+// name says wall.
+type Result struct {
+	Variant     string  `json:"variant"`
+	System      System  `json:"system"`
+	Mode        string  `json:"mode"`
+	Share       float64 `json:"share"`
+	Nodes       int     `json:"nodes"`
+	PodsPerNode int     `json:"pods_per_node"`
+	Pods        int     `json:"pods"`
+	Placed      int     `json:"placed"`
+	TimeScale   float64 `json:"time_scale"`
+
+	// CompletionSim is when the last pod got its address, from the moment
+	// every pod was requested; CompletionWall is the same on the wall.
+	// When not every pod was placed (Complete false) they are the time the
+	// burst was given up at, and Ratio is only a lower bound.
+	Complete       bool    `json:"complete"`
+	CompletionSim  float64 `json:"completion_s"`
+	CompletionWall float64 `json:"completion_wall_s"`
+	// LowerBoundSim is lowerbound.LowerBound of Minimum at this share (the
+	// baseline: at the whole account); Ratio is completion over it (0 when
+	// the bound is 0: every minimum call fits in the full buckets).
+	LowerBoundSim float64     `json:"lower_bound_s"`
+	Ratio         float64     `json:"ratio"`
+	TTA           Percentiles `json:"time_to_address_s"`
+	// Attempts is ADD attempts over all pods (1 per pod without retries).
+	Attempts int `json:"attempts"`
+	// FailedAdds counts failed attempts by gRPC code.
+	FailedAdds map[string]int `json:"failed_adds,omitempty"`
+	// BaselineErrors counts the ipamd models' failed pool actions by where
+	// they failed (an ENI allocation, an assign, a subnet describe).
+	BaselineErrors map[string]int `json:"baseline_errors,omitempty"`
+
+	// Throttled is RequestLimitExceeded answers during the burst; Calls
+	// are awssim's request counts by action (throttled ones included),
+	// Errors its other error answers.
+	Throttled int64            `json:"request_limit_exceeded"`
+	Calls     map[string]int64 `json:"calls"`
+	Errors    map[string]int64 `json:"ec2_errors,omitempty"`
+	// Minimum is the planner's fewest calls for the whole burst; Planned
+	// is what the broker's own plans during the burst added up to.
+	Minimum        map[string]int `json:"minimum"`
+	Planned        map[string]int `json:"planned,omitempty"`
+	CallsAtMinimum bool           `json:"calls_at_minimum"`
+
+	// EtcdWrites are the broker's etcd write transactions during the burst,
+	// by store method; HotPathBrokerCalls are broker RPCs made on an ADD's
+	// behalf (so the etcd writes on the per-pod hot path are those RPCs'
+	// writes: none when it is 0). -1 where it does not apply (baseline).
+	EtcdWrites         int64            `json:"etcd_writes"`
+	EtcdWritesPerPod   float64          `json:"etcd_writes_per_pod"`
+	EtcdWritesByMethod map[string]int64 `json:"etcd_writes_by_method,omitempty"`
+	HotPathBrokerCalls int64            `json:"hot_path_broker_calls"`
+
+	// BrokerCPU is the broker process's CPU seconds during the burst and
+	// BrokerCPUTotal over its life (join and warm-up included);
+	// BrokerPeakRSS its high-water mark. NodesCPU is the harness process
+	// (agents or ipamd models, plus the kubelet stand-in) during the burst;
+	// AgentPeakRSS is the harness's RSS growth from before the nodes
+	// started to its peak, divided by the nodes: an upper-bound estimate
+	// per agent. CloudCPU is awssim's. Zero when not measured (in-process
+	// roles).
+	BrokerCPU float64 `json:"broker_cpu_s"`
+	// BrokerCores is BrokerCPU over the burst's wall time: near or above
+	// one core, the broker could not keep up with the time scale and the
+	// simulated times are stretched by the compression, not by EC2.
+	BrokerCores    float64 `json:"broker_cores"`
+	BrokerCPUTotal float64 `json:"broker_cpu_total_s"`
+	BrokerPeakRSS  int64   `json:"broker_peak_rss_bytes"`
+	NodesCPU       float64 `json:"nodes_cpu_s"`
+	AgentPeakRSS   int64   `json:"agent_peak_rss_bytes"`
+	CloudCPU       float64 `json:"cloud_cpu_s"`
+
+	// WarmShortAfter is how many nodes were still short of their warm
+	// targets two simulated minutes after the last pod (their pools were
+	// not topped up again); WarmShortDetail describes a few.
+	WarmShortAfter  int    `json:"warm_short_after"`
+	WarmShortDetail string `json:"warm_short_detail,omitempty"`
+
+	// SetupWall is the wall time of join and warm-up.
+	SetupWall float64 `json:"setup_wall_s"`
+	// Problems are correctness failures: unplaced pods, duplicate
+	// addresses, addresses EC2 doesn't put on the node, hostnet errors.
+	Problems []string `json:"problems,omitempty"`
+}
+
+// Machine describes where the run happened.
+type Machine struct {
+	CPUs      int    `json:"cpus"`
+	CPUModel  string `json:"cpu_model"`
+	MemTotal  string `json:"mem_total"`
+	GoVersion string `json:"go_version"`
+	Kernel    string `json:"kernel"`
+}
+
+// Report is the whole run.
+type Report struct {
+	Machine  Machine   `json:"machine"`
+	Started  time.Time `json:"started"`
+	WallTime float64   `json:"wall_s"`
+	Results  []Result  `json:"results"`
+}
+
+// machine reads /proc for the record.
+func machine() Machine {
+	m := Machine{CPUs: runtime.NumCPU(), GoVersion: runtime.Version()}
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPUModel = strings.TrimSpace(v)
+				break
+			}
+		}
+		f.Close()
+	}
+	if f, err := os.Open("/proc/meminfo"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), "MemTotal:"); ok {
+				m.MemTotal = strings.TrimSpace(v)
+				break
+			}
+		}
+		f.Close()
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(b))
+	}
+	return m
+}
+
+// mutatingActions are the calls that change EC2 state: the ones the
+// minimum is about.
+var mutatingActions = []string{
+	"CreateNetworkInterface", "AttachNetworkInterface", "ModifyNetworkInterfaceAttribute",
+	"AssignPrivateIpAddresses", "UnassignPrivateIpAddresses", "DetachNetworkInterface", "DeleteNetworkInterface",
+}
+
+// atMinimum reports whether every mutating call count equals the minimum.
+func atMinimum(calls map[string]int64, minimum map[string]int) bool {
+	for _, a := range mutatingActions {
+		if calls[a] != int64(minimum[a]) {
+			return false
+		}
+	}
+	return true
+}
+
+func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+// WriteTable prints the report as tables, one column per variant.
+func (r Report) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
+	row := func(name string, f func(Result) string) {
+		fmt.Fprintf(tw, "%s\t", name)
+		for _, x := range r.Results {
+			fmt.Fprintf(tw, "%s\t", f(x))
+		}
+		fmt.Fprintln(tw)
+	}
+	row("variant", func(x Result) string { return x.Variant })
+	row("pods placed", func(x Result) string { return fmt.Sprintf("%d/%d", x.Placed, x.Pods) })
+	row("time scale", func(x Result) string { return fmt.Sprintf("%g", x.TimeScale) })
+	more := func(x Result) string {
+		if x.Complete {
+			return ""
+		}
+		return ">"
+	}
+	row("completion (sim s)", func(x Result) string { return fmt.Sprintf("%s%.1f", more(x), x.CompletionSim) })
+	row("completion (wall s)", func(x Result) string { return fmt.Sprintf("%s%.1f", more(x), x.CompletionWall) })
+	row("lower bound (sim s)", func(x Result) string { return fmt.Sprintf("%.1f", x.LowerBoundSim) })
+	row("completion / bound", func(x Result) string {
+		if x.LowerBoundSim == 0 {
+			return "-" // every call fits in the full buckets
+		}
+		return fmt.Sprintf("%s%.3f", more(x), x.Ratio)
+	})
+	row("time to address p50", func(x Result) string { return fmt.Sprintf("%.1f", x.TTA.P50) })
+	row("p90", func(x Result) string { return fmt.Sprintf("%.1f", x.TTA.P90) })
+	row("p99", func(x Result) string { return fmt.Sprintf("%.1f", x.TTA.P99) })
+	row("ADD attempts", func(x Result) string { return fmt.Sprint(x.Attempts) })
+	row("RequestLimitExceeded", func(x Result) string { return fmt.Sprint(x.Throttled) })
+	actions := map[string]bool{}
+	for _, x := range r.Results {
+		for a := range x.Calls {
+			actions[a] = true
+		}
+		for a := range x.Minimum {
+			actions[a] = true
+		}
+	}
+	for _, a := range slices.Sorted(maps.Keys(actions)) {
+		row(a+" (min)", func(x Result) string {
+			if m, ok := x.Minimum[a]; ok {
+				return fmt.Sprintf("%d (%d)", x.Calls[a], m)
+			}
+			return fmt.Sprint(x.Calls[a])
+		})
+	}
+	row("calls = minimum", func(x Result) string { return fmt.Sprint(x.CallsAtMinimum) })
+	row("etcd writes / pod", func(x Result) string {
+		if x.System == SystemIPAMD {
+			return "-"
+		}
+		return fmt.Sprintf("%.3f", x.EtcdWritesPerPod)
+	})
+	row("hot-path broker calls", func(x Result) string {
+		if x.HotPathBrokerCalls < 0 {
+			return "-"
+		}
+		return fmt.Sprint(x.HotPathBrokerCalls)
+	})
+	row("broker CPU s (burst/total)", func(x Result) string {
+		if x.System == SystemIPAMD {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f/%.1f", x.BrokerCPU, x.BrokerCPUTotal)
+	})
+	row("broker cores (burst)", func(x Result) string {
+		if x.System == SystemIPAMD {
+			return "-"
+		}
+		return fmt.Sprintf("%.2f", x.BrokerCores)
+	})
+	row("broker peak RSS", func(x Result) string {
+		if x.System == SystemIPAMD {
+			return "-"
+		}
+		return mib(x.BrokerPeakRSS)
+	})
+	row("nodes CPU s (burst)", func(x Result) string { return fmt.Sprintf("%.1f", x.NodesCPU) })
+	row("per-node peak RSS (est.)", func(x Result) string { return mib(x.AgentPeakRSS) })
+	row("nodes not warm after", func(x Result) string { return fmt.Sprint(x.WarmShortAfter) })
+	row("problems", func(x Result) string { return fmt.Sprint(len(x.Problems)) })
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, x := range r.Results {
+		if len(x.EtcdWritesByMethod) > 0 {
+			keys := slices.Sorted(maps.Keys(x.EtcdWritesByMethod))
+			var parts []string
+			for _, k := range keys {
+				parts = append(parts, fmt.Sprintf("%s=%d", k, x.EtcdWritesByMethod[k]))
+			}
+			fmt.Fprintf(w, "%s etcd writes: %s\n", x.Variant, strings.Join(parts, " "))
+		}
+		if len(x.FailedAdds) > 0 {
+			fmt.Fprintf(w, "%s failed ADD attempts: %v\n", x.Variant, x.FailedAdds)
+		}
+		if len(x.BaselineErrors) > 0 {
+			fmt.Fprintf(w, "%s failed ipamd pool actions: %v\n", x.Variant, x.BaselineErrors)
+		}
+		if x.WarmShortAfter > 0 {
+			fmt.Fprintf(w, "%s not warm again after the burst: %s\n", x.Variant, x.WarmShortDetail)
+		}
+		for _, p := range x.Problems[:min(len(x.Problems), 10)] {
+			fmt.Fprintf(w, "%s PROBLEM: %s\n", x.Variant, p)
+		}
+	}
+	return nil
+}
+
+// WriteJSON writes the report as one line.
+func (r Report) WriteJSON(w io.Writer) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}

@@ -1,0 +1,427 @@
+package burst
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/allotnet/allot/agent/daemon"
+	"github.com/allotnet/allot/awssim"
+	"github.com/allotnet/allot/bench/lowerbound"
+	"github.com/allotnet/allot/broker/ec2client"
+	"github.com/allotnet/allot/broker/planner"
+	"github.com/allotnet/allot/broker/ratelimit"
+)
+
+// fleet is what a burst runs against: allot's agents or ipamd models.
+type fleet interface {
+	join(ctx context.Context, insts []awssim.AdminInstance) error
+	warmMissing() int
+	describeMissing() string
+	backends() []cni
+	stop()
+}
+
+// subnetsFor is how many /16 subnets the nodes are spread over: as many as
+// asked for, and at least as many as their addresses need (with room for
+// /28 alignment in prefix mode).
+func subnetsFor(cfg Config) int {
+	l, _ := daemon.KnownLimits(cfg.InstanceType)
+	perNode := l.MaxENIs * l.IPv4PerENI
+	if pfx := (cfg.PodsPerNode/16 + 3) * 16 * 2; pfx > perNode {
+		perNode = pfx
+	}
+	const perSubnet = 60000
+	return max(cfg.Subnets, (cfg.Nodes*perNode+perSubnet-1)/perSubnet)
+}
+
+// runVariant runs one burst against a fresh awssim (and, for allot, a fresh
+// broker), and tears everything down.
+func runVariant(ctx context.Context, cfg Config, v Variant, work string) (res Result, err error) {
+	res = Result{
+		Variant: v.Name(), System: v.System, Mode: string(v.Mode), Share: v.Share,
+		Nodes: cfg.Nodes, PodsPerNode: cfg.PodsPerNode, Pods: cfg.Nodes * cfg.PodsPerNode,
+		TimeScale: cfg.TimeScale, HotPathBrokerCalls: -1,
+	}
+	progress := func(format string, args ...any) {
+		if cfg.Progress != nil {
+			fmt.Fprintf(cfg.Progress, "[%s] "+format+"\n", append([]any{v.Name()}, args...)...)
+		}
+	}
+	setupStart := time.Now()
+	cloud, err := startCloud(ctx, cfg, CloudConfig{
+		Nodes: cfg.Nodes, InstanceType: cfg.InstanceType, Subnets: subnetsFor(cfg), TimeScale: cfg.TimeScale, Seed: cfg.Seed,
+	})
+	if err != nil {
+		return res, err
+	}
+	defer cloud.stop()
+	insts, err := cloud.admin.Instances(ctx)
+	if err != nil {
+		return res, err
+	}
+	if len(insts) != cfg.Nodes {
+		return res, fmt.Errorf("awssim launched %d instances, want %d", len(insts), cfg.Nodes)
+	}
+	limits, err := typeLimits(ctx, cloud.ec2, cfg.InstanceType)
+	if err != nil {
+		return res, err
+	}
+	if v.Mode == daemon.ModePrefix && !limits.PrefixCapable {
+		return res, fmt.Errorf("instance type %s takes no /28 prefixes", cfg.InstanceType)
+	}
+
+	// Nodes are measured from before they start to the end of the burst.
+	runtime.GC()
+	debug.FreeOSMemory()
+	_ = ResetPeakRSS()
+	rssBefore := SelfProcStats().RSSBytes
+
+	var f fleet
+	var af *allotFleet
+	var ipf *ipamdFleet
+	var broker *brokerHandle
+	switch v.System {
+	case SystemAllot:
+		etcdDir, err := os.MkdirTemp("", "allot-burst-etcd-")
+		if err != nil {
+			return res, err
+		}
+		defer os.RemoveAll(etcdDir)
+		broker, err = startBrokerHandle(ctx, cfg, BrokerConfig{
+			DataDir: etcdDir, EC2Endpoint: cloud.ec2, Share: v.Share, TimeScale: cfg.TimeScale,
+			Fsync: cfg.EtcdFsync, Reconciler: true, CPUProfile: profilePath(cfg.BrokerCPUProfile, v),
+		})
+		if err != nil {
+			return res, err
+		}
+		defer broker.stop()
+		if af, err = newAllotFleet(ctx, cfg, v.Mode, broker.addr, filepath.Join(work, "nodes")); err != nil {
+			return res, err
+		}
+		defer af.stop()
+		f = af
+	case SystemIPAMD:
+		if ipf, err = newIPAMDFleet(ctx, cfg, v.Mode, cloud.ec2); err != nil {
+			return res, err
+		}
+		defer ipf.stop()
+		f = ipf
+	}
+	// Nodes join in batches, each warm before the next joins, as a cluster
+	// grows; the burst comes once all are in.
+	for i := 0; i < len(insts); i += cfg.JoinBatch {
+		if err := f.join(ctx, insts[i:min(i+cfg.JoinBatch, len(insts))]); err != nil {
+			return res, err
+		}
+		if err := waitWarm(ctx, cfg, f, cfg.Deadline, progress); err != nil {
+			return res, err
+		}
+	}
+	progress("%d nodes joined and warm in %.1fs", cfg.Nodes, time.Since(setupStart).Seconds())
+	if err := waitBucketsFull(ctx, cfg, cloud.admin); err != nil {
+		return res, err
+	}
+	res.SetupWall = time.Since(setupStart).Seconds()
+
+	// The burst window starts here.
+	enis, err := cloud.admin.ENIs(ctx)
+	if err != nil {
+		return res, err
+	}
+	instSubnet := map[string]string{}
+	for _, in := range insts {
+		instSubnet[in.ID] = in.SubnetID
+	}
+	plan := idealPlan(v.Mode, limits, cfg.PodsPerNode, instSubnet, enis, true)
+	res.Minimum = lowerbound.MinCalls(plan)
+	lbShare := v.Share
+	if v.System == SystemIPAMD {
+		lbShare = 1
+	}
+	// The bound is for placing the pods; the warm top-up after the last
+	// pod is in the minimum calls but not in the time.
+	podsOnly := idealPlan(v.Mode, limits, cfg.PodsPerNode, instSubnet, enis, false)
+	res.LowerBoundSim = lowerBound(lowerbound.MinCalls(podsOnly), lbShare).Seconds()
+	if len(plan.Unmet) > 0 {
+		res.Problems = append(res.Problems, fmt.Sprintf("the planner cannot meet %d nodes' demand (%v)", len(plan.Unmet), anyUnmet(plan)))
+	}
+	if err := cloud.admin.ResetCounters(ctx); err != nil {
+		return res, err
+	}
+	var bStart BrokerStats
+	if broker != nil {
+		if bStart, err = broker.stats(ctx); err != nil {
+			return res, err
+		}
+	}
+	cloudStart, _ := procOf(cloud.pid)
+	nodesStart := SelfProcStats()
+	progress("burst: %d pods on %d nodes; lower bound %.1fs simulated", res.Pods, cfg.Nodes, res.LowerBoundSim)
+
+	pods, fails, took := burst(ctx, cfg, f.backends(), func(placed int, elapsed time.Duration) {
+		c, _ := cloud.admin.Counters(ctx)
+		var calls, thr int64
+		for _, x := range c {
+			calls += x.Calls
+			thr += x.Throttled
+		}
+		progress("%6.1fs sim: %d/%d pods placed, %d EC2 calls, %d throttled", cfg.simOf(elapsed).Seconds(), placed, res.Pods, calls, thr)
+	})
+
+	nodesEnd := SelfProcStats()
+	cloudEnd, _ := procOf(cloud.pid)
+	var bBurst BrokerStats
+	if broker != nil {
+		if bBurst, err = broker.stats(ctx); err != nil {
+			return res, err
+		}
+	}
+	// The calls are counted until the warm pools are topped up again: that
+	// is the end state the minimum is planned for.
+	if err := waitWarm(ctx, cfg, f, 2*time.Minute, progress); err != nil {
+		if ctx.Err() != nil {
+			return res, err
+		}
+		res.WarmShortAfter, res.WarmShortDetail = f.warmMissing(), f.describeMissing()
+	}
+	if err := waitQuiet(ctx, cfg, cloud.admin); err != nil {
+		return res, err
+	}
+	res.NodesCPU = nodesEnd.CPUSeconds - nodesStart.CPUSeconds
+	res.AgentPeakRSS = (nodesEnd.PeakRSSBytes - rssBefore) / int64(cfg.Nodes)
+	res.CloudCPU = cloudEnd.CPUSeconds - cloudStart.CPUSeconds
+	if cloud.pid == 0 {
+		res.CloudCPU = 0
+	}
+	counters, err := cloud.admin.Counters(ctx)
+	if err != nil {
+		return res, err
+	}
+	res.Calls, res.Errors = map[string]int64{}, map[string]int64{}
+	for a, c := range counters {
+		res.Calls[a] = c.Calls
+		res.Throttled += c.Throttled
+		if c.Errors > 0 {
+			res.Errors[a] = c.Errors
+		}
+	}
+	res.CallsAtMinimum = atMinimum(res.Calls, res.Minimum)
+	res.FailedAdds = fails
+
+	podFigures(cfg, &res, pods, took)
+
+	endENIs, err := cloud.admin.ENIs(ctx)
+	if err != nil {
+		return res, err
+	}
+	res.Problems = append(res.Problems, checkAddresses(pods, insts, endENIs)...)
+
+	switch {
+	case af != nil:
+		res.HotPathBrokerCalls = af.hotCalls.Load()
+		for _, e := range af.hostnetFailures() {
+			res.Problems = append(res.Problems, "hostnet: "+e.Error())
+		}
+		bEnd, err := broker.stats(ctx)
+		if err != nil {
+			return res, err
+		}
+		res.Planned = diffCalls(bEnd.Planned, bStart.Planned)
+		res.EtcdWritesByMethod = map[string]int64{}
+		for m, n := range bEnd.Writes {
+			if d := n - bStart.Writes[m]; d > 0 {
+				res.EtcdWritesByMethod[m] = d
+				res.EtcdWrites += d
+			}
+		}
+		res.EtcdWritesPerPod = float64(res.EtcdWrites) / float64(res.Pods)
+		if broker.pid != 0 {
+			res.BrokerCPU = bBurst.Proc.CPUSeconds - bStart.Proc.CPUSeconds
+			res.BrokerCores = res.BrokerCPU / took.Seconds()
+			res.BrokerCPUTotal = bEnd.Proc.CPUSeconds
+			res.BrokerPeakRSS = bEnd.Proc.PeakRSSBytes
+		}
+	case ipf != nil:
+		res.BaselineErrors = ipf.errors()
+	}
+	progress("done: %d/%d placed, completion %.1fs simulated (%.2f x bound), %d throttled",
+		res.Placed, res.Pods, res.CompletionSim, res.Ratio, res.Throttled)
+	return res, nil
+}
+
+// podFigures fills the per-pod figures: completion, its ratio to the
+// bound, time-to-address percentiles and attempts.
+func podFigures(cfg Config, res *Result, pods []podResult, took time.Duration) {
+	var ttas []time.Duration
+	var last time.Duration
+	for _, p := range pods {
+		res.Attempts += p.Attempts
+		if !p.Placed {
+			continue
+		}
+		res.Placed++
+		ttas = append(ttas, cfg.simOf(p.TTA))
+		last = max(last, p.TTA)
+	}
+	res.TTA = percentiles(ttas)
+	res.Complete = res.Placed == res.Pods
+	if !res.Complete {
+		last = took
+		res.Problems = append(res.Problems, fmt.Sprintf("%d of %d pods got no address within %s simulated",
+			res.Pods-res.Placed, res.Pods, cfg.Deadline))
+	}
+	res.CompletionWall = last.Seconds()
+	res.CompletionSim = cfg.simOf(last).Seconds()
+	if res.LowerBoundSim > 0 {
+		res.Ratio = res.CompletionSim / res.LowerBoundSim
+	}
+}
+
+// profilePath names a variant's broker CPU profile.
+func profilePath(base string, v Variant) string {
+	if base == "" {
+		return ""
+	}
+	return base + "." + strings.NewReplacer("/", "_", "=", "").Replace(v.Name())
+}
+
+func anyUnmet(p planner.Plan) string {
+	for id, s := range p.Unmet {
+		return fmt.Sprintf("e.g. %s: %d addresses, %s", id, s.Addresses, s.Reason)
+	}
+	return ""
+}
+
+func diffCalls(end, start map[string]int) map[string]int {
+	out := map[string]int{}
+	for k, v := range end {
+		if d := v - start[k]; d != 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+func procOf(pid int) (ProcStats, error) {
+	if pid == 0 {
+		return ProcStats{}, nil
+	}
+	return PidProcStats(pid)
+}
+
+// typeLimits asks awssim, through the broker's EC2 client, for the
+// instance type's ENI limits.
+func typeLimits(ctx context.Context, endpoint, instanceType string) (planner.Limits, error) {
+	c, err := ec2client.New(ctx, ec2client.Config{Region: "us-east-1", Endpoint: endpoint, Limiter: ratelimit.New(ratelimit.Config{})})
+	if err != nil {
+		return planner.Limits{}, err
+	}
+	m, err := c.DescribeInstanceTypes(ctx, []string{instanceType})
+	if err != nil {
+		return planner.Limits{}, err
+	}
+	l, ok := m[instanceType]
+	if !ok {
+		return planner.Limits{}, fmt.Errorf("awssim does not know instance type %s", instanceType)
+	}
+	return l, nil
+}
+
+// waitWarm waits until every node meets its warm targets.
+func waitWarm(ctx context.Context, cfg Config, f fleet, wait time.Duration, progress func(string, ...any)) error {
+	deadline := time.Now().Add(cfg.wall(wait))
+	last := time.Now()
+	for {
+		missing := f.warmMissing()
+		if missing == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d nodes still short of their warm targets after %s simulated: %s", missing, wait, f.describeMissing())
+		}
+		if time.Since(last) > 5*time.Second {
+			progress("warming up: %d nodes short of their warm targets (%s)", missing, f.describeMissing())
+			last = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// waitQuiet waits until no mutating EC2 call has been made for three
+// simulated seconds (at most two simulated minutes).
+func waitQuiet(ctx context.Context, cfg Config, a *admin) error {
+	deadline := time.Now().Add(cfg.wall(2 * time.Minute))
+	var last int64 = -1
+	quietSince := time.Now()
+	for time.Now().Before(deadline) {
+		c, err := a.Counters(ctx)
+		if err != nil {
+			return err
+		}
+		var n int64
+		for _, act := range mutatingActions {
+			n += c[act].Calls
+		}
+		if n != last {
+			last, quietSince = n, time.Now()
+		} else if time.Since(quietSince) >= cfg.wall(3*time.Second) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(cfg.wall(500 * time.Millisecond)):
+		}
+	}
+	return nil
+}
+
+// burstBuckets are the EC2 buckets a burst draws from; the lower bound
+// assumes they start full, so the burst waits until they are.
+var burstBuckets = []string{"CreateNetworkInterface", "AssignPrivateIpAddresses", "ModifyNetworkInterfaceAttribute", "mutating"}
+
+// waitBucketsFull waits until the burst's buckets are full again after the
+// warm-up, then one more simulated second so the broker's client-side
+// buckets (same refill, same or smaller size) are full too.
+func waitBucketsFull(ctx context.Context, cfg Config, a *admin) error {
+	deadline := time.Now().Add(cfg.wall(10 * time.Minute))
+	for {
+		st, err := a.Throttle(ctx)
+		if err != nil {
+			return err
+		}
+		full := true
+		for _, b := range burstBuckets {
+			if spec, ok := st.Buckets[b]; ok && st.Tokens[b] < spec.Capacity-0.01 {
+				full = false
+			}
+		}
+		if full {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("EC2 buckets not full 10 minutes (simulated) after the warm-up: %v", st.Tokens)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(cfg.wall(time.Second)):
+		}
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(cfg.wall(time.Second)):
+		return nil
+	}
+}

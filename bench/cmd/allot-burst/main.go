@@ -1,0 +1,199 @@
+// Command allot-burst runs the burst benchmark (bench/burst): N nodes
+// running the real agent, the real broker on embedded etcd, awssim with
+// EC2's throttling at a time scale; P pods per node at once; secondary IPs
+// and prefixes, bucket shares 100% and 50%, and the aws-vpc-cni ipamd
+// baseline against the same simulated account. It prints a table and, last,
+// one JSON line with every figure.
+//
+//	allot-burst [flags]            run the benchmark
+//	allot-burst broker [flags]     (internal) the broker as a child process
+//	allot-burst cloud [flags]      (internal) awssim as a child process
+//
+// The broker and awssim run as child processes of the harness (this binary
+// re-executed), so the broker's CPU and memory are its own and the
+// harness's memory growth is the agents'.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/allotnet/allot/agent/daemon"
+	"github.com/allotnet/allot/bench/burst"
+)
+
+func main() {
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "broker", "cloud":
+			os.Exit(child(os.Args[1], os.Args[2:]))
+		}
+	}
+	os.Exit(run(os.Args[1:]))
+}
+
+// run is the harness.
+func run(args []string) int {
+	cfg, level, profile, err := parseFlags(args, os.Stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(os.Stderr, "allot-burst: %v\n", err)
+		return 2
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	cfg.Progress = os.Stderr
+	if profile != "" {
+		f, err := os.Create(profile)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "allot-burst: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(os.Stderr, "allot-burst: %v\n", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	rep, err := burst.Run(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "allot-burst: %v\n", err)
+		return 1
+	}
+	fmt.Printf("machine: %d CPUs (%s), %s memory, Linux %s, %s; run took %.0fs wall\n",
+		rep.Machine.CPUs, rep.Machine.CPUModel, rep.Machine.MemTotal, rep.Machine.Kernel, rep.Machine.GoVersion, rep.WallTime)
+	if err := rep.WriteTable(os.Stdout); err != nil {
+		fmt.Fprintf(os.Stderr, "allot-burst: %v\n", err)
+		return 1
+	}
+	if err := rep.WriteJSON(os.Stdout); err != nil {
+		fmt.Fprintf(os.Stderr, "allot-burst: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func parseFlags(args []string, stderr io.Writer) (burst.Config, slog.Level, string, error) {
+	var cfg burst.Config
+	var level slog.Level
+	var profile string
+	fs := flag.NewFlagSet("allot-burst", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&cfg.Nodes, "nodes", burst.DefaultNodes, "nodes (instances) in the burst")
+	fs.IntVar(&cfg.PodsPerNode, "pods-per-node", burst.DefaultPodsPerNode, "pods requested at once on every node")
+	fs.StringVar(&cfg.InstanceType, "instance-type", burst.DefaultInstanceType, "every node's instance type")
+	fs.Float64Var(&cfg.TimeScale, "time-scale", 0, fmt.Sprintf("simulated seconds per real second, for every variant (0: %g with secondary IPs, %g with prefixes)", float64(burst.DefaultTimeScale), float64(burst.DefaultPrefixTimeScale)))
+	modes := fs.String("modes", "secondary-ip,prefix", "address modes to run, comma-separated")
+	shares := fs.String("shares", "1,0.5", "broker bucket shares to run, comma-separated")
+	fs.BoolVar(&cfg.Baseline, "baseline", true, "also run the aws-vpc-cni ipamd baseline for every mode")
+	fs.BoolVar(&cfg.SubnetDiscovery, "subnet-discovery", true, "baseline: DescribeSubnets before each CreateNetworkInterface (ipamd's default)")
+	fs.IntVar(&cfg.BaselineMaxAttempts, "baseline-max-attempts", 0, "baseline: SDK attempts per EC2 call (0: the SDK default, 3)")
+	fs.IntVar(&cfg.Subnets, "subnets", burst.DefaultSubnets, "node subnets (a /16 each, over three AZs)")
+	fs.IntVar(&cfg.JoinBatch, "join-batch", burst.DefaultJoinBatch, "nodes that join at a time, each batch warm before the next")
+	fs.DurationVar(&cfg.Deadline, "deadline", burst.DefaultDeadline, "longest a burst may take, simulated")
+	fs.BoolVar(&cfg.EtcdFsync, "etcd-fsync", true, "fsync the broker's etcd as in production")
+	fs.Int64Var(&cfg.Seed, "seed", 1, "awssim seed")
+	inProcess := fs.Bool("in-process", false, "run the broker and awssim in the harness process (no CPU/RSS attribution)")
+	fs.StringVar(&cfg.BrokerCPUProfile, "broker-cpuprofile", "", "write each variant's broker CPU profile to this path plus a suffix")
+	fs.StringVar(&profile, "cpuprofile", "", "write the harness's own CPU profile (the nodes and the kubelet stand-in) to this file")
+	childLogs := fs.Bool("child-logs", false, "pass the broker's and awssim's logs to stderr")
+	logLevel := fs.String("log-level", "error", "harness log level: debug, info, warn, error")
+	if err := fs.Parse(args); err != nil {
+		return cfg, level, profile, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, level, profile, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return cfg, level, profile, fmt.Errorf("--log-level: %w", err)
+	}
+	for _, m := range strings.Split(*modes, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			cfg.Modes = append(cfg.Modes, daemon.Mode(m))
+		}
+	}
+	for _, s := range strings.Split(*shares, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return cfg, level, profile, fmt.Errorf("--shares %q: %w", s, err)
+		}
+		cfg.Shares = append(cfg.Shares, v)
+	}
+	if !*inProcess {
+		self, err := os.Executable()
+		if err != nil {
+			return cfg, level, profile, fmt.Errorf("find own executable to run the broker and awssim as children: %w", err)
+		}
+		cfg.Spawn = func(role string, args []string) *exec.Cmd {
+			return exec.Command(self, append([]string{role}, args...)...)
+		}
+	}
+	if *childLogs {
+		cfg.ChildStderr = os.Stderr
+	}
+	if err := cfg.WithDefaults().Validate(); err != nil {
+		return cfg, level, profile, err
+	}
+	return cfg, level, profile, nil
+}
+
+// child runs one internal role until its stdin closes (the harness stops
+// it so, and a dead harness closes it too) or it is signalled.
+func child(role string, args []string) int {
+	fs := flag.NewFlagSet("allot-burst "+role, flag.ContinueOnError)
+	logLevel := fs.String("log-level", "warn", "log level")
+	var bc burst.BrokerConfig
+	var cc burst.CloudConfig
+	if role == "broker" {
+		bc.Flags(fs)
+	} else {
+		cc.Flags(fs)
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintf(os.Stderr, "allot-burst %s: --log-level: %v\n", role, err)
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("role", role)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		cancel()
+	}()
+	var err error
+	if role == "broker" {
+		bc.Logger = log
+		err = burst.ServeBrokerChild(ctx, bc, os.Stdout)
+	} else {
+		cc.Logger = log
+		err = burst.ServeCloudChild(ctx, cc, os.Stdout)
+	}
+	if err != nil {
+		log.Error("failed", "err", err)
+		return 1
+	}
+	return 0
+}

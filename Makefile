@@ -9,6 +9,15 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 STATICCHECK_VERSION := v0.8.2
 
+# VERSION is the release every binary, image and manifest carries; COMMIT
+# and DATE come from git (the commit's own date, so a rebuild of the same
+# commit is byte-identical). Outside a git checkout they read "unknown".
+VERSION     := $(shell cat VERSION)
+COMMIT      := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+DATE        := $(shell git log -1 --format=%cI 2>/dev/null || echo unknown)
+BUILDINFO   := github.com/allotnet/allot/internal/buildinfo
+LDFLAGS     := -X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).commit=$(COMMIT) -X $(BUILDINFO).date=$(DATE)
+
 # Every main package in the repository, built into bin/ under its own name.
 COMMANDS := $(shell $(GO) list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./... 2>/dev/null)
 
@@ -18,7 +27,7 @@ all: build
 
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/ $(COMMANDS)
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ $(COMMANDS)
 
 # test is the command README and CI run. Tests that need network namespaces
 # skip with a reason when not run as root.

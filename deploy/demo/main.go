@@ -19,7 +19,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -27,6 +26,8 @@ import (
 	"time"
 
 	"github.com/allotnet/allot/deploy/cluster"
+	"github.com/allotnet/allot/internal/buildinfo"
+	"github.com/allotnet/allot/internal/logfmt"
 )
 
 type options struct {
@@ -34,6 +35,7 @@ type options struct {
 	binDir   string
 	verbose  bool
 	jsonOnly bool
+	log      logfmt.Options
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -58,7 +60,13 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.demo.SettleTimeout, "settle-timeout", 3*time.Minute, "bound on the wait for the cluster to be back within warm targets")
 	fs.BoolVar(&o.verbose, "v", false, "log the harness, awssim and data plane to stderr")
 	fs.BoolVar(&o.jsonOnly, "json", false, "print only the final JSON line")
+	logFlags := logfmt.RegisterFormat(fs)
+	buildinfo.Flag(fs)
 	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	var err error
+	if o.log, err = logFlags.Parse(); err != nil {
 		return o, err
 	}
 	if fs.NArg() > 0 {
@@ -72,6 +80,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 }
 
 func main() {
+	if buildinfo.PrintIfRequested("demo", os.Args[1:], os.Stdout) {
+		return
+	}
 	o, err := parseFlags(os.Args[1:], os.Stderr)
 	if err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
@@ -93,7 +104,7 @@ func run(ctx context.Context, o options) int {
 		progress = io.Discard
 	}
 	if o.verbose {
-		log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		log := logfmt.New(os.Stderr, o.log)
 		o.demo.Cluster.Logger = log
 		o.demo.Cluster.ComponentLogger = log
 	}

@@ -5,14 +5,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/netip"
+	"os"
 	"strings"
 
 	"github.com/allotnet/allot/agent/brokerlink"
 	"github.com/allotnet/allot/agent/daemon"
 	"github.com/allotnet/allot/agent/pool"
 	"github.com/allotnet/allot/cni/plugin"
+	"github.com/allotnet/allot/internal/buildinfo"
+	"github.com/allotnet/allot/internal/logfmt"
 )
 
 // config is everything the agent is told on its command line; main builds
@@ -29,11 +31,19 @@ type config struct {
 	brokerServerName string
 
 	nodeNetNS string
-	logLevel  slog.Level
+	// nodeName is the Kubernetes node name (downward API spec.nodeName),
+	// shown beside the instance ID in logs.
+	nodeName string
+	log      logfmt.Options
 }
 
-// parseFlags builds the config from args.
+// parseFlags builds the config from args and the environment variables
+// aws-node takes (env.go); a flag on the command line wins.
 func parseFlags(args []string, stderr io.Writer) (config, error) {
+	return parseFlagsEnv(args, stderr, os.LookupEnv)
+}
+
+func parseFlagsEnv(args []string, stderr io.Writer, lookup func(string) (string, bool)) (config, error) {
 	var c config
 	a := &c.agent
 	fs := flag.NewFlagSet("allot-agent", flag.ContinueOnError)
@@ -77,7 +87,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		"coalesce demand updates to the broker: the first change goes at once, later ones within this interval "+
 			"together at its end (0: every change at once)")
 	fs.StringVar(&c.nodeNetNS, "node-netns", "", "network namespace path of the node (empty: the agent's own)")
-	level := fs.String("log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.nodeName, "node-name", "", "Kubernetes node name, from the downward API (spec.nodeName); shown in logs beside the instance ID")
+	logFlags := logfmt.Register(fs, "info")
+	buildinfo.Flag(fs)
+	if err := applyEnv(fs, lookup); err != nil {
+		return c, err
+	}
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -99,8 +114,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		}
 		a.SNATExcludeCIDRs = append(a.SNATExcludeCIDRs, p.Masked())
 	}
-	if err := c.logLevel.UnmarshalText([]byte(*level)); err != nil {
-		return c, fmt.Errorf("--log-level: %w", err)
+	var err error
+	if c.log, err = logFlags.Parse(); err != nil {
+		return c, err
 	}
 	if (c.brokerCert == "") != (c.brokerKey == "") {
 		return c, errors.New("--broker-cert and --broker-key go together")

@@ -21,10 +21,15 @@ import (
 	"github.com/allotnet/allot/agent/daemon"
 	"github.com/allotnet/allot/agent/hostnet"
 	"github.com/allotnet/allot/agent/identity"
+	"github.com/allotnet/allot/internal/buildinfo"
+	"github.com/allotnet/allot/internal/logfmt"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 
 func main() {
+	if buildinfo.PrintIfRequested("allot-agent", os.Args[1:], os.Stdout) {
+		return
+	}
 	cfg, err := parseFlags(os.Args[1:], os.Stderr)
 	if err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
@@ -32,7 +37,10 @@ func main() {
 		}
 		os.Exit(2)
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
+	log := logfmt.New(os.Stderr, cfg.log)
+	if cfg.nodeName != "" {
+		log = log.With("k8s_node", cfg.nodeName)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, cfg, log); err != nil {
@@ -70,7 +78,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	log.Info("allot-agent starting", "imds", cfg.imdsEndpoint, "brokers", cfg.brokers, "mode", cfg.agent.Mode,
+	log.Info("allot-agent starting", "version", buildinfo.Get().Version, "imds", cfg.imdsEndpoint, "brokers", cfg.brokers, "mode", cfg.agent.Mode,
 		"checkpoint", cfg.agent.CheckpointPath, "socket", cfg.agent.SocketPath)
 	return agent.Run(ctx)
 }

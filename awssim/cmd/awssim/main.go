@@ -16,9 +16,14 @@ import (
 
 	"github.com/allotnet/allot/awssim"
 	"github.com/allotnet/allot/awssim/scenario"
+	"github.com/allotnet/allot/internal/buildinfo"
+	"github.com/allotnet/allot/internal/logfmt"
 )
 
 func main() {
+	if buildinfo.PrintIfRequested("awssim", os.Args[1:], os.Stdout) {
+		return
+	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "awssim:", err)
 		os.Exit(1)
@@ -70,6 +75,8 @@ func run() error {
 	seed := fs.Int64("seed", 0, "seed for IDs, MACs, random addresses and fault draws (0: from the clock)")
 	verbose := fs.Bool("v", false, "log every EC2 error and IMDS request (debug level)")
 	printScenario := fs.Bool("print-scenario", false, "print the built-in example scenario and exit")
+	logFlags := logfmt.RegisterFormat(fs)
+	buildinfo.Flag(fs)
 	fs.Usage = func() {
 		out := fs.Output()
 		fmt.Fprint(out, usageHead)
@@ -87,18 +94,20 @@ func run() error {
 		_, err := os.Stdout.Write(scenario.Example())
 		return err
 	}
-	level := slog.LevelInfo
-	if *verbose {
-		level = slog.LevelDebug
+	lo, err := logFlags.Parse()
+	if err != nil {
+		return err
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if *verbose {
+		lo.Level = slog.LevelDebug
+	}
+	log := logfmt.New(os.Stderr, lo)
 
 	if *seed == 0 {
 		*seed = time.Now().UnixNano()
 	}
 	sc := scenario.Default()
 	if *scenarioPath != "" {
-		var err error
 		if sc, err = scenario.Load(*scenarioPath); err != nil {
 			return err
 		}

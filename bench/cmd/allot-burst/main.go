@@ -20,7 +20,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -31,9 +30,14 @@ import (
 
 	"github.com/allotnet/allot/agent/daemon"
 	"github.com/allotnet/allot/bench/burst"
+	"github.com/allotnet/allot/internal/buildinfo"
+	"github.com/allotnet/allot/internal/logfmt"
 )
 
 func main() {
+	if buildinfo.PrintIfRequested("allot-burst", os.Args[1:], os.Stdout) {
+		return
+	}
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
 		case "broker", "cloud":
@@ -53,7 +57,7 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "allot-burst: %v\n", err)
 		return 2
 	}
-	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	cfg.Logger = logfmt.New(os.Stderr, level)
 	cfg.Progress = os.Stderr
 	if profile != "" {
 		f, err := os.Create(profile)
@@ -88,9 +92,9 @@ func run(args []string) int {
 	return 0
 }
 
-func parseFlags(args []string, stderr io.Writer) (burst.Config, slog.Level, string, error) {
+func parseFlags(args []string, stderr io.Writer) (burst.Config, logfmt.Options, string, error) {
 	var cfg burst.Config
-	var level slog.Level
+	var level logfmt.Options
 	var profile string
 	fs := flag.NewFlagSet("allot-burst", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -112,15 +116,17 @@ func parseFlags(args []string, stderr io.Writer) (burst.Config, slog.Level, stri
 	fs.StringVar(&cfg.BrokerCPUProfile, "broker-cpuprofile", "", "write each variant's broker CPU profile to this path plus a suffix")
 	fs.StringVar(&profile, "cpuprofile", "", "write the harness's own CPU profile (the nodes and the kubelet stand-in) to this file")
 	childLogs := fs.Bool("child-logs", false, "pass the broker's and awssim's logs to stderr")
-	logLevel := fs.String("log-level", "error", "harness log level: debug, info, warn, error")
+	logFlags := logfmt.Register(fs, "error")
+	buildinfo.Flag(fs)
 	if err := fs.Parse(args); err != nil {
 		return cfg, level, profile, err
 	}
 	if fs.NArg() > 0 {
 		return cfg, level, profile, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return cfg, level, profile, fmt.Errorf("--log-level: %w", err)
+	var err error
+	if level, err = logFlags.Parse(); err != nil {
+		return cfg, level, profile, err
 	}
 	for _, m := range strings.Split(*modes, ",") {
 		if m = strings.TrimSpace(m); m != "" {
@@ -159,7 +165,7 @@ func parseFlags(args []string, stderr io.Writer) (burst.Config, slog.Level, stri
 // it so, and a dead harness closes it too) or it is signalled.
 func child(role string, args []string) int {
 	fs := flag.NewFlagSet("allot-burst "+role, flag.ContinueOnError)
-	logLevel := fs.String("log-level", "warn", "log level")
+	logFlags := logfmt.Register(fs, "warn")
 	var bc burst.BrokerConfig
 	var cc burst.CloudConfig
 	if role == "broker" {
@@ -170,12 +176,12 @@ func child(role string, args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		fmt.Fprintf(os.Stderr, "allot-burst %s: --log-level: %v\n", role, err)
+	lo, err := logFlags.Parse()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "allot-burst %s: %v\n", role, err)
 		return 2
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("role", role)
+	log := logfmt.New(os.Stderr, lo).With("role", role)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	ctx, cancel := context.WithCancel(ctx)
@@ -183,7 +189,6 @@ func child(role string, args []string) int {
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		cancel()
 	}()
-	var err error
 	if role == "broker" {
 		bc.Logger = log
 		err = burst.ServeBrokerChild(ctx, bc, os.Stdout)

@@ -4,12 +4,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/allotnet/allot/broker/executor"
 	"io"
-	"log/slog"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/allotnet/allot/broker/executor"
+	"github.com/allotnet/allot/internal/buildinfo"
+	"github.com/allotnet/allot/internal/logfmt"
 )
 
 // config is everything the broker is told on its command line; main builds
@@ -39,7 +41,7 @@ type config struct {
 	electionTTL     time.Duration
 	nodeTTL         time.Duration
 	shutdownTimeout time.Duration
-	logLevel        slog.Level
+	log             logfmt.Options
 
 	// gRPC TLS: a certificate makes it TLS; a client CA makes it mutual.
 	tlsCert     string
@@ -61,7 +63,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.etcdCert, "etcd-cert", "", "client certificate for etcd")
 	fs.StringVar(&c.etcdKey, "etcd-key", "", "client key for etcd")
 	fs.StringVar(&c.dataDir, "data-dir", "/var/lib/allot-broker", "data directory of the embedded etcd")
-	fs.StringVar(&c.ec2Region, "ec2-region", "us-east-1", "EC2 region")
+	fs.StringVar(&c.ec2Region, "ec2-region", "", "EC2 region (default: the AWS SDK's chain, e.g. AWS_REGION; us-east-1 with --ec2-endpoint)")
 	fs.StringVar(&c.ec2Endpoint, "ec2-endpoint", "", "EC2 endpoint override (e.g. awssim's URL); static test credentials are used with it")
 	fs.Float64Var(&c.bucketShare, "bucket-share", 0.5, "fraction (0,1] of each EC2 request bucket this broker may use; leave room for other tools")
 	fs.Float64Var(&c.timeScale, "time-scale", 1, "simulated seconds per real second, matching awssim's --time-scale")
@@ -70,7 +72,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.electionTTL, "election-ttl", 10*time.Second, "leader session TTL: how long a dead leader keeps the lead")
 	fs.DurationVar(&c.nodeTTL, "node-ttl", 30*time.Second, "how long a node counts as alive after its last heartbeat")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight calls may run after SIGTERM")
-	level := fs.String("log-level", "info", "debug, info, warn or error")
+	logFlags := logfmt.Register(fs, "info")
+	buildinfo.Flag(fs)
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "server certificate for gRPC (plaintext if empty)")
 	fs.StringVar(&c.tlsKey, "tls-key", "", "server key for gRPC")
 	fs.StringVar(&c.tlsClientCA, "tls-client-ca", "", "CA bundle agents' client certificates must chain to (mutual TLS)")
@@ -85,8 +88,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 			c.etcdEndpoints = append(c.etcdEndpoints, e)
 		}
 	}
-	if err := c.logLevel.UnmarshalText([]byte(*level)); err != nil {
-		return c, fmt.Errorf("--log-level %q: %w", *level, err)
+	var err error
+	if c.log, err = logFlags.Parse(); err != nil {
+		return c, err
 	}
 	switch {
 	case c.name == "":

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -22,13 +23,14 @@ import (
 // term ends. If either stops on its own, the other is stopped too and the
 // replica resigns (broker/leader), so a standby takes over.
 func leaderWork(ctx context.Context, cfg config, st *store.Store, log *slog.Logger) (func(context.Context) error, error) {
-	creds, err := ec2Credentials(ctx, cfg)
+	region, creds, err := awsSettings(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
+	log.Info("EC2 settings", "region", region, "endpoint", cfg.ec2Endpoint)
 	lim := ratelimit.New(ratelimit.Config{Share: cfg.bucketShare, TimeScale: cfg.timeScale})
 	ec2c, err := ec2client.New(ctx, ec2client.Config{
-		Region: cfg.ec2Region, Endpoint: cfg.ec2Endpoint, Credentials: creds, Limiter: lim,
+		Region: region, Endpoint: cfg.ec2Endpoint, Credentials: creds, Limiter: lim,
 		Logger: log.With("component", "ec2client"),
 	})
 	if err != nil {
@@ -59,16 +61,33 @@ func leaderWork(ctx context.Context, cfg config, st *store.Store, log *slog.Logg
 	}, nil
 }
 
-// ec2Credentials is nil (ec2client's static test credentials) against an
-// endpoint override such as awssim, and the SDK's default chain (instance
-// role, environment, shared files) against real EC2.
-func ec2Credentials(ctx context.Context, cfg config) (aws.CredentialsProvider, error) {
+// defaultSimRegion is the region used against an endpoint override such as
+// awssim when --ec2-region is not given; awssim answers in any region.
+const defaultSimRegion = "us-east-1"
+
+// awsSettings returns the region and credentials. Against an endpoint
+// override (awssim) they are --ec2-region (default us-east-1) and nil,
+// ec2client's static test credentials. Against real EC2 they come from the
+// SDK's default chain (AWS_REGION, IRSA's web identity, EKS Pod Identity,
+// the instance role, shared files), with --ec2-region overriding only the
+// region when set.
+func awsSettings(ctx context.Context, cfg config) (string, aws.CredentialsProvider, error) {
 	if cfg.ec2Endpoint != "" {
-		return nil, nil
+		if cfg.ec2Region != "" {
+			return cfg.ec2Region, nil, nil
+		}
+		return defaultSimRegion, nil, nil
 	}
-	ac, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(cfg.ec2Region))
+	var opts []func(*awsconfig.LoadOptions) error
+	if cfg.ec2Region != "" {
+		opts = append(opts, awsconfig.WithRegion(cfg.ec2Region))
+	}
+	ac, err := awsconfig.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("load AWS credentials: %w", err)
+		return "", nil, fmt.Errorf("load AWS configuration: %w", err)
 	}
-	return ac.Credentials, nil
+	if ac.Region == "" {
+		return "", nil, errors.New("no AWS region: set --ec2-region, or AWS_REGION (IRSA and EKS Pod Identity set it)")
+	}
+	return ac.Region, ac.Credentials, nil
 }

@@ -25,12 +25,17 @@ import (
 	"github.com/allotnet/allot/broker/leader"
 	"github.com/allotnet/allot/broker/server"
 	"github.com/allotnet/allot/broker/store"
+	"github.com/allotnet/allot/internal/buildinfo"
+	"github.com/allotnet/allot/internal/logfmt"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 )
 
 func main() {
+	if buildinfo.PrintIfRequested("allot-broker", os.Args[1:], os.Stdout) {
+		return
+	}
 	cfg, err := parseFlags(os.Args[1:], os.Stderr)
 	if err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
@@ -38,7 +43,7 @@ func main() {
 		}
 		os.Exit(2)
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
+	log := logfmt.New(os.Stderr, cfg.log)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, cfg, log); err != nil {
@@ -91,7 +96,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(lis) }()
-	log.Info("serving gRPC", "addr", lis.Addr().String(), "replica", cfg.name, "cluster", cfg.cluster,
+	log.Info("serving gRPC", "addr", lis.Addr().String(), "replica", cfg.name, "version", buildinfo.Get().Version, "cluster", cfg.cluster,
 		"tls", tlsCfg != nil, "mtls", cfg.tlsClientCA != "")
 
 	electCtx, stopElect := context.WithCancel(context.WithoutCancel(ctx))

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/allotnet/allot/broker/server/rpcerr"
+	"github.com/allotnet/allot/internal/buildinfo"
 )
 
 // DefaultBroker is where allot-broker listens by default.
@@ -71,10 +72,14 @@ var commands = map[string]command{
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	if buildinfo.PrintIfRequested("allotctl", args, stdout) {
+		return 0
+	}
 	o := &options{broker: DefaultBroker, timeout: 10 * time.Second, output: "table"}
 	global := flag.NewFlagSet("allotctl", flag.ContinueOnError)
 	global.SetOutput(stderr)
 	o.register(global)
+	buildinfo.Flag(global)
 	global.Usage = func() { usage(stderr, global) }
 	if err := global.Parse(args); err != nil {
 		return 2

@@ -10,9 +10,15 @@ import (
 	"github.com/containernetworking/cni/pkg/skel"
 
 	"github.com/allotnet/allot/cni/plugin"
+	"github.com/allotnet/allot/internal/buildinfo"
 )
 
 func main() {
+	// The runtime passes no arguments (CNI is driven by environment
+	// variables), so --version is only ever a person asking.
+	if buildinfo.PrintIfRequested("allot", os.Args[1:], os.Stdout) {
+		return
+	}
 	p := &plugin.Plugin{
 		Stdout: os.Stdout,
 		// stdout carries the CNI result; the runtime logs stderr.

@@ -24,6 +24,7 @@ type reporter struct {
 	usageSent    bool
 	assigned     []netip.Addr
 	free         []netip.Addr
+	excess       int
 	usageDirty   bool
 	registeredOK bool
 }
@@ -63,6 +64,7 @@ func (l *Link) reportLoop(ctx context.Context) {
 			r.usageDirty = true
 			l.demandChanged(ctx, &r, due)
 		case <-l.recalc:
+			r.usageDirty = true // the excess depends on the limits too
 			l.demandChanged(ctx, &r, due)
 		case <-due.C:
 			r.demandDue = false
@@ -136,9 +138,10 @@ func (l *Link) sendDemand(ctx context.Context, r *reporter) {
 	l.log.Debug("demand sent", "pending", d.Pending, "warm_shortfall", d.WarmShortfall, "known", known)
 }
 
-// sendUsage reports which listed addresses pods hold and which are free,
-// if that changed since the last report. Addresses the broker doesn't list
-// on the node are left out: it would refuse the whole report for them.
+// sendUsage reports which listed addresses pods hold, which are free, and
+// how many of the free ones the warm targets do not need (pool.Excess), if
+// that changed since the last report. Addresses the broker doesn't list on
+// the node are left out: it would refuse the whole report for them.
 func (l *Link) sendUsage(ctx context.Context, r *reporter, force bool) {
 	if !r.registeredOK || (!force && !r.usageDirty && r.usageSent) {
 		return
@@ -148,8 +151,9 @@ func (l *Link) sendUsage(ctx context.Context, r *reporter, force bool) {
 	assigned = slices.DeleteFunc(assigned, func(a netip.Addr) bool { return !l.isListed(a) })
 	free = slices.DeleteFunc(free, func(a netip.Addr) bool { return !l.isListed(a) })
 	l.mu.Unlock()
+	excess := pool.Excess(l.cfg.Targets, l.Limits(), len(assigned), len(free))
 	r.usageDirty = false
-	if r.usageSent && slices.Equal(assigned, r.assigned) && slices.Equal(free, r.free) {
+	if r.usageSent && slices.Equal(assigned, r.assigned) && slices.Equal(free, r.free) && excess == r.excess {
 		return
 	}
 	seq, err := l.pool.NextUsageSeq()
@@ -157,7 +161,7 @@ func (l *Link) sendUsage(ctx context.Context, r *reporter, force bool) {
 		l.log.Error("cannot persist usage sequence; usage not reported", "err", err)
 		return
 	}
-	req := &allotv1.ReportUsageRequest{InstanceId: l.node.GetInstanceId(), Seq: seq}
+	req := &allotv1.ReportUsageRequest{InstanceId: l.node.GetInstanceId(), Seq: seq, Excess: proto.Int32(int32(excess))}
 	for _, a := range assigned {
 		req.Assigned = append(req.Assigned, a.String())
 	}
@@ -173,7 +177,7 @@ func (l *Link) sendUsage(ctx context.Context, r *reporter, force bool) {
 		}
 		return
 	}
-	r.usageSent, r.assigned, r.free = true, assigned, free
+	r.usageSent, r.assigned, r.free, r.excess = true, assigned, free, excess
 }
 
 // heartbeat renews the liveness lease, and refreshes the registration while

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/allotnet/allot/agent/brokerlink/brokertest"
 	"github.com/allotnet/allot/agent/hostnet/hostnettest"
+	"github.com/allotnet/allot/agent/pool"
 	"github.com/allotnet/allot/broker/ec2client"
 	"github.com/allotnet/allot/broker/etcdembed/etcdembedtest"
 	"github.com/allotnet/allot/broker/executor"
@@ -23,8 +25,9 @@ import (
 
 // realBroker runs the broker's pieces in-process over the env's awssim:
 // embedded etcd, the store, the engine calling awssim through the SDK, and
-// the gRPC server. It returns a NodeService client.
-func (e *env) realBroker() allotv1.NodeServiceClient {
+// the gRPC server. It returns a NodeService client. opts adjust the
+// engine's configuration.
+func (e *env) realBroker(opts ...func(*executor.Config)) allotv1.NodeServiceClient {
 	t := e.t
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
@@ -42,8 +45,11 @@ func (e *env) realBroker() allotv1.NodeServiceClient {
 	engDone := make(chan struct{})
 	go func() {
 		defer close(engDone)
-		_ = executor.New(executor.Config{Cluster: "agent-test", Store: st, EC2: ec2c, Logger: log,
-			Interval: 100 * time.Millisecond}).Run(ctx)
+		cfg := executor.Config{Cluster: "agent-test", Store: st, EC2: ec2c, Logger: log, Interval: 100 * time.Millisecond}
+		for _, o := range opts {
+			o(&cfg)
+		}
+		_ = executor.New(cfg).Run(ctx)
 	}()
 	srv, err := server.New(server.Config{Store: st, Logger: log, Coalesce: 5 * time.Millisecond})
 	if err != nil {
@@ -141,5 +147,70 @@ func TestWithRealBroker(t *testing.T) {
 	}
 	if addr, ok := wired(net, podReq("c1", "web-0")); !ok || addr != res.Address.Addr() {
 		t.Fatalf("pod not rewired after restart: %v %v", addr, ok)
+	}
+}
+
+// Against the real broker, the agent's warm targets alone decide what the
+// node gives back: it states its excess with its usage, the broker proposes
+// releasing that much, and once the agent has acknowledged, the addresses
+// leave EC2 and the pool; the pod keeps its address throughout.
+func TestReleaseWithRealBroker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd and the broker engine")
+	}
+	e := newEnv(t)
+	client := e.realBroker(func(c *executor.Config) {
+		c.ReleaseAfter, c.ReleaseMargin = 200*time.Millisecond, 1
+	})
+	cfg := e.config()
+	cfg.Warm = pool.Targets{WarmIPs: 2}
+	cfg.Cooldown = -1
+	a, err := New(cfg, Deps{IMDS: e.imds, Network: hostnettest.NewRecorder(), Broker: client, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	brokertest.WaitFor(t, 30*time.Second, "agent ready", a.Ready)
+
+	keep, err := a.Add(ctxT(t), podReq("c0", "web-0"))
+	if err != nil {
+		t.Fatalf("ADD: %v", err)
+	}
+	for i := 1; i <= 8; i++ {
+		if _, err := a.Add(ctxT(t), podReq(fmt.Sprintf("c%d", i), fmt.Sprintf("web-%d", i))); err != nil {
+			t.Fatalf("ADD %d: %v", i, err)
+		}
+	}
+	grown := a.Pool().Stats().Total
+	for i := 1; i <= 8; i++ {
+		if err := a.Del(ctxT(t), podReq(fmt.Sprintf("c%d", i), fmt.Sprintf("web-%d", i))); err != nil {
+			t.Fatalf("DEL %d: %v", i, err)
+		}
+	}
+	// 1 pod and a warm target of 2, a margin of 1: at most 3 free remain.
+	brokertest.WaitFor(t, 30*time.Second, "excess given back", func() bool {
+		s := a.Pool().Stats()
+		return s.Total <= 1+2+1 && s.Releasing == 0
+	})
+	onNode := map[string]bool{}
+	for _, x := range e.sim.World().AllNetworkInterfaces() {
+		for _, ip := range x.SecondaryIPs {
+			onNode[ip] = true
+		}
+	}
+	if !onNode[keep.Address.Addr().String()] {
+		t.Fatalf("the pod's address %s left EC2", keep.Address.Addr())
+	}
+	if got := a.Pool().Stats(); got.Assigned != 1 || len(onNode) > got.Total {
+		t.Fatalf("pool %+v (grew to %d), EC2 holds %d addresses: want 1 assigned and EC2 no more than the pool", got, grown, len(onNode))
+	}
+	if al := a.Pool().Allocations(); len(al) != 1 || al[0].Addr != keep.Address.Addr() {
+		t.Fatalf("allocations %+v, want only the pod's %s", al, keep.Address.Addr())
 	}
 }

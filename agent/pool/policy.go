@@ -157,26 +157,26 @@ func Shortfall(t Targets, l Limits, s Stats) int {
 	return min(need, room)
 }
 
-// overTarget returns how much of the pool is beyond the warm targets and
-// may be released: individual addresses in secondary-IP mode, whole prefixes
-// in prefix mode. With only WarmENIs set it is 0: aws-vpc-cni then frees
-// whole ENIs only (see Excess).
-func overTarget(t Targets, s Stats) int {
-	avail := s.Available()
-	switch {
+// Excess returns how many of the free addresses (cooling ones included)
+// the warm targets do not need; the agent states it with every usage
+// report, and the broker proposes releases of no more than that. What the
+// targets keep free, with aws-vpc-cni's meaning: WarmIPs, and MinimumIPs
+// less the assigned addresses, win over WarmENIs; in prefix mode
+// WarmPrefixes whole prefixes are kept as well; WarmENIs keeps that many
+// ENIs' worth. With no target set (or WarmENIs with unknown limits)
+// nothing is excess: the pool never shrinks on a guess.
+func Excess(t Targets, l Limits, assigned, free int) int {
+	keep := max(t.WarmIPs, t.MinimumIPs-assigned, 0)
+	switch per := perENI(t, l); {
+	case t.PrefixMode && t.WarmPrefixes > 0:
+		keep = max(keep, t.WarmPrefixes*PrefixSize)
 	case t.ipTargets():
-		if t.PrefixMode {
-			forWarm := ceilDiv(s.Assigned+t.WarmIPs, PrefixSize)
-			forMin := ceilDiv(t.MinimumIPs, PrefixSize)
-			over := max(min(s.FreePrefixes, s.Prefixes-forWarm), 0)
-			return max(min(over, s.Prefixes-forMin), 0)
-		}
-		over := max(avail-t.WarmIPs, 0)
-		return max(min(over, s.Total-t.MinimumIPs), 0)
-	case t.PrefixMode:
-		return max(s.FreePrefixes-t.WarmPrefixes, 0)
+	case !t.PrefixMode && t.WarmENIs > 0 && per > 0:
+		keep = t.WarmENIs * per
+	default:
+		return 0
 	}
-	return 0
+	return max(free-keep, 0)
 }
 
 func ceilDiv(a, b int) int {

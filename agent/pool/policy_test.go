@@ -3,7 +3,6 @@ package pool
 import (
 	"fmt"
 	"net/netip"
-	"reflect"
 	"testing"
 
 	"github.com/allotnet/allot/agent/checkpoint"
@@ -142,93 +141,36 @@ func ips(s ...string) []netip.Addr {
 	return out
 }
 
+// TestExcess: what the warm targets keep free, and so how many free
+// addresses the agent states as excess, with the meaning aws-vpc-cni gives
+// its targets.
 func TestExcess(t *testing.T) {
 	pd := func(tg Targets) Targets { tg.PrefixMode = true; return tg }
 	cases := []struct {
-		name string
-		t    Targets
-		enis []ENIView
-		want Release
+		name           string
+		t              Targets
+		l              Limits
+		assigned, free int
+		want           int
 	}{
-		{"warm ip: highest free addresses beyond target", Targets{WarmIPs: 2},
-			[]ENIView{secENI("eni-0", 0, "FFFFF")},
-			Release{Addresses: ips("10.0.0.5", "10.0.0.4", "10.0.0.3")}},
-		{"minimum keeps them", Targets{WarmIPs: 2, MinimumIPs: 10},
-			[]ENIView{secENI("eni-0", 0, "FFFFF")}, Release{}},
-		{"assigned and cooling never proposed", Targets{WarmIPs: 1},
-			[]ENIView{secENI("eni-0", 0, "ACCF")},
-			Release{Addresses: ips("10.0.0.4")}},
-		{"releasing not proposed again", Targets{WarmIPs: 1},
-			[]ENIView{secENI("eni-0", 0, "ARRFF")},
-			Release{Addresses: ips("10.0.0.5")}},
-		{"whole free ENI first", Targets{WarmIPs: 2},
-			[]ENIView{secENI("eni-0", 0, "AFF"), secENI("eni-1", 1, "FFFFFFFFF")},
-			Release{ENIs: []string{"eni-1"}}},
-		{"ENI needed for warm target is drained instead", Targets{WarmIPs: 5},
-			[]ENIView{secENI("eni-0", 0, "AFF"), secENI("eni-1", 1, "FFFFFFFFF")},
-			Release{Addresses: ips("10.0.1.9", "10.0.1.8", "10.0.1.7", "10.0.1.6", "10.0.1.5", "10.0.1.4")}},
-		{"ENI with a cooling address is not released whole", Targets{WarmIPs: 1},
-			[]ENIView{secENI("eni-0", 0, "FFF"), secENI("eni-1", 1, "CFF")},
-			Release{Addresses: ips("10.0.1.3", "10.0.1.2", "10.0.0.3", "10.0.0.2", "10.0.0.1")}},
-		{"drain non-primary, least used ENI first", Targets{WarmIPs: 2},
-			[]ENIView{secENI("eni-0", 0, "FFF"), secENI("eni-1", 1, "AAF"), secENI("eni-2", 2, "AFF")},
-			Release{Addresses: ips("10.0.2.3", "10.0.2.2", "10.0.1.3", "10.0.0.3")}},
-		{"eni target: newest spare ENI beyond target+1", Targets{WarmENIs: 1},
-			[]ENIView{secENI("eni-0", 0, "AAFFFFFFF"), secENI("eni-1", 1, "FFFFFFFFF"), secENI("eni-2", 2, "FFFFFFFFF")},
-			Release{ENIs: []string{"eni-2"}}},
-		{"eni target: not below target+1", Targets{WarmENIs: 1},
-			[]ENIView{secENI("eni-0", 0, "AAFFFFFFF"), secENI("eni-1", 1, "FFFFFFFFF")}, Release{}},
-		{"eni target: ENI with a pod stays", Targets{WarmENIs: 1},
-			[]ENIView{secENI("eni-0", 0, "FFFFFFFFF"), secENI("eni-1", 1, "AFFFFFFFF"), secENI("eni-2", 2, "FFFFFFFFF")},
-			Release{ENIs: []string{"eni-2"}}},
-		{"primary ENI never released whole", Targets{},
-			[]ENIView{secENI("eni-0", 0, "FFFFFFFFF")}, Release{}},
-		{"empty non-primary ENI released", Targets{WarmIPs: 1},
-			[]ENIView{secENI("eni-0", 0, "FF"), {ID: "eni-1", DeviceIndex: 1}},
-			Release{ENIs: []string{"eni-1"}, Addresses: ips("10.0.0.2")}},
-		// Prefix mode.
-		{"prefix target: free prefixes beyond target", pd(Targets{WarmPrefixes: 1}),
-			[]ENIView{pdENI("eni-0", 0, 0, "A", "F", "F")},
-			Release{Prefixes: []netip.Prefix{pfx(1)}}},
-		{"prefix target: ENI needed keeps, drained by prefix", pd(Targets{WarmPrefixes: 1}),
-			[]ENIView{pdENI("eni-0", 0, 0, "A"), pdENI("eni-1", 1, 1, "F", "F")},
-			Release{Prefixes: []netip.Prefix{pfx(1)}}},
-		{"prefix target: spare ENI released whole", pd(Targets{WarmPrefixes: 1}),
-			[]ENIView{pdENI("eni-0", 0, 0, "A", "F"), pdENI("eni-1", 1, 2, "F")},
-			Release{ENIs: []string{"eni-1"}}},
-		{"prefix mode warm ip", pd(Targets{WarmIPs: 16}),
-			[]ENIView{pdENI("eni-0", 0, 0, "A", "F", "F")},
-			Release{Prefixes: []netip.Prefix{pfx(1)}}},
-		{"prefix with a cooling address stays", pd(Targets{WarmPrefixes: 1}),
-			[]ENIView{pdENI("eni-0", 0, 0, "F", "FFFFFCFFFFFFFFFF", "F")},
-			Release{Prefixes: []netip.Prefix{pfx(0), pfx(2)}}},
-		{"prefix with a pod stays", pd(Targets{WarmPrefixes: 0, WarmIPs: 1}),
-			[]ENIView{pdENI("eni-0", 0, 0, "FFFFFFFFFFFFFFFA")}, Release{}},
+		{"no target set: nothing is excess", Targets{}, m5large, 0, 18, 0},
+		{"warm ip: beyond the target", Targets{WarmIPs: 14}, m5large, 0, 18, 4},
+		{"warm ip: at the target", Targets{WarmIPs: 2}, m5large, 5, 2, 0},
+		{"minimum ip counts held addresses", Targets{MinimumIPs: 10}, m5large, 8, 1, 0},
+		{"minimum ip: beyond it", Targets{MinimumIPs: 10}, m5large, 8, 5, 3},
+		{"warm and minimum: the larger keep wins", Targets{WarmIPs: 2, MinimumIPs: 10}, m5large, 0, 5, 0},
+		{"warm eni keeps one ENI's worth", Targets{WarmENIs: 1}, m5large, 0, 18, 9},
+		{"ip targets win over warm eni", Targets{WarmENIs: 1, WarmIPs: 3}, m5large, 0, 18, 15},
+		{"warm eni with unknown limits: nothing", Targets{WarmENIs: 1}, Limits{}, 0, 18, 0},
+		{"prefix target keeps whole prefixes", pd(Targets{WarmPrefixes: 1}), m5large, 1, 47, 31},
+		{"prefix mode warm ip", pd(Targets{WarmIPs: 1}), m5large, 0, 47, 46},
+		{"prefix mode: the larger of warm ip and prefixes", pd(Targets{WarmIPs: 20, WarmPrefixes: 1}), m5large, 0, 47, 27},
+		{"prefix mode without a target: nothing", pd(Targets{}), m5large, 0, 48, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := Excess(tc.t, m5large, tc.enis)
-			if !reflect.DeepEqual(got, tc.want) {
-				t.Fatalf("Excess =\n %+v\nwant\n %+v", got, tc.want)
-			}
-			// Whatever is proposed must be wholly free.
-			free := map[netip.Addr]bool{}
-			for _, e := range tc.enis {
-				for _, a := range e.Addrs {
-					free[a.Addr] = a.State == checkpoint.Free
-				}
-			}
-			for _, a := range got.Addresses {
-				if !free[a] {
-					t.Errorf("proposed %s, which is not free", a)
-				}
-			}
-			for _, p := range got.Prefixes {
-				for a := p.Addr(); p.Contains(a); a = a.Next() {
-					if !free[a] {
-						t.Errorf("proposed prefix %s holding non-free %s", p, a)
-					}
-				}
+			if got := Excess(tc.t, tc.l, tc.assigned, tc.free); got != tc.want {
+				t.Errorf("Excess(%+v, %+v, %d assigned, %d free) = %d, want %d", tc.t, tc.l, tc.assigned, tc.free, got, tc.want)
 			}
 		})
 	}

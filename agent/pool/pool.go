@@ -296,9 +296,6 @@ func (p *Pool) demandLocked(t Targets, l Limits) Demand {
 	return Demand{Pending: unserved - taken, WarmShortfall: Shortfall(t, l, s)}
 }
 
-// Excess is what the pool could give back under targets t and limits l.
-func (p *Pool) Excess(t Targets, l Limits) Release { return Excess(t, l, p.View()) }
-
 // Usage lists the addresses held by pods and those free in the pool (cooling
 // included; releasing ones are in neither), for the usage report.
 func (p *Pool) Usage() (assigned, free []netip.Addr) {

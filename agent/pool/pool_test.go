@@ -487,10 +487,11 @@ func TestUsageAndDemand(t *testing.T) {
 	if d.Pending != 0 || d.WarmShortfall != 3 {
 		t.Fatalf("demand %+v", d)
 	}
-	r := f.p.Excess(Targets{WarmIPs: 1}, m5large)
-	// .12 is cooling, so only .13 may go.
-	if !slices.Equal(r.Addresses, ips("10.0.0.13")) {
-		t.Fatalf("excess %+v", r)
+	// .12 is cooling: it counts as free, as aws-vpc-cni counts it, so one
+	// of the two is excess; a proposal of .12 would not be agreed to
+	// (TestReleaseHandshake).
+	if n := Excess(Targets{WarmIPs: 1}, m5large, len(assigned), len(free)); n != 1 {
+		t.Fatalf("excess %d, want 1", n)
 	}
 }
 

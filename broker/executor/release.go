@@ -9,22 +9,22 @@ import (
 	"github.com/allotnet/allot/broker/store"
 )
 
-// proposeReleases proposes giving back addresses a node has held free
-// beyond its warm targets (plus the margin) for ReleaseAfter. A proposal
-// only asks: nothing is unassigned until the agent acknowledges it.
+// proposeReleases proposes giving back addresses a node's agent has stated
+// as excess to its warm targets (beyond the margin) for ReleaseAfter. A
+// proposal only asks: nothing is unassigned until the agent acknowledges
+// it.
 func (e *Engine) proposeReleases(ctx context.Context, rs *runState, snap *snapshot, free func(string) bool, now time.Time) {
 	for _, n := range snap.nodes {
 		id := n.InstanceID
 		if !free(id) || len(snap.open[id]) > 0 {
 			continue
 		}
-		d := snap.demands[id]
 		u, ok := snap.usage[id]
-		if !ok || d.Pending > 0 || d.WarmShortfall > 0 || openRelease(snap.releases[id]) {
+		if !ok || openRelease(snap.releases[id]) {
 			e.surplusSeen(rs, id, time.Time{})
 			continue
 		}
-		p := Surplus(n, snap.byNode[id], u, e.cfg.ReleaseMargin)
+		p := surplus(n, snap.byNode[id], snap.demands[id], u, e.cfg.ReleaseMargin)
 		if p.Empty() {
 			e.surplusSeen(rs, id, time.Time{})
 			continue
@@ -87,26 +87,11 @@ func (e *Engine) carryOutRelease(ctx context.Context, rs *runState, r store.Rele
 		}
 		return nil
 	}
-	assigned := set(u.Assigned)
-	onENI, onENIP := set(eni.Addresses), set(eni.Prefixes)
-	var addrs, prefixes []string
-	for _, a := range r.AckedAddrs {
-		switch {
-		case assigned[a]:
-			e.log.Warn("acknowledged address is reported in use by a pod; kept", "instance", r.InstanceID, "address", a, "release", r.ID)
-		case onENI[a]:
-			addrs = append(addrs, a)
-		}
+	c := planner.CarryOut(r.AckedAddrs, r.AckedPfx, heldENI(eni), u.Assigned)
+	for _, h := range c.Held {
+		e.log.Warn("acknowledged address or prefix is reported in use by a pod; kept", "instance", r.InstanceID, "held", h, "release", r.ID)
 	}
-	for _, p := range r.AckedPfx {
-		used, _ := prefixUse(p, assigned, nil)
-		switch {
-		case used > 0:
-			e.log.Warn("acknowledged prefix is reported in use by a pod; kept", "instance", r.InstanceID, "prefix", p, "release", r.ID)
-		case onENIP[p]:
-			prefixes = append(prefixes, p)
-		}
-	}
+	addrs, prefixes := c.Addresses, c.Prefixes
 	if len(addrs)+len(prefixes) > 0 {
 		in, err := e.begin(ctx, rs, store.Intent{
 			Kind: store.IntentUnassign, InstanceID: r.InstanceID, ENIID: eni.ID, SubnetID: eni.SubnetID,
@@ -134,9 +119,7 @@ func (e *Engine) carryOutRelease(ctx context.Context, rs *runState, r store.Rele
 	}
 	e.log.Info("release carried out", "instance", r.InstanceID, "release", r.ID, "eni", eni.ID,
 		"addresses", len(addrs), "prefixes", len(prefixes))
-	left := minus(eni.Addresses, addrs)
-	leftP := minus(eni.Prefixes, prefixes)
-	if eni.Primary || len(left)+len(leftP) > 0 || assigned[eni.PrimaryIP] {
+	if !c.Detach {
 		return nil
 	}
 	return e.detach(ctx, rs, eni)

@@ -45,7 +45,8 @@ func newReleaseSetup(t *testing.T, cfg executor.Config) *releaseSetup {
 }
 
 // report sends a usage report: assigned addresses held by pods, the rest of
-// the node's addresses free.
+// the node's addresses free, and all but 2 of them excess, as an agent with
+// a warm IP target of 2 states it.
 func (s *releaseSetup) report(t *testing.T, seq uint64, assigned []string) {
 	t.Helper()
 	var free []string
@@ -54,7 +55,9 @@ func (s *releaseSetup) report(t *testing.T, seq uint64, assigned []string) {
 			free = append(free, a)
 		}
 	}
-	if _, err := s.e.st.PutUsage(ctxT(t), store.Usage{InstanceID: s.node, Seq: seq, Assigned: assigned, Free: free, UpdatedAt: time.Now()}); err != nil {
+	u := store.Usage{InstanceID: s.node, Seq: seq, Assigned: assigned, Free: free,
+		Excess: max(len(free)-2, 0), HasExcess: true, UpdatedAt: time.Now()}
+	if _, err := s.e.st.PutUsage(ctxT(t), u); err != nil {
 		t.Fatalf("usage: %v", err)
 	}
 }

@@ -163,6 +163,8 @@ func (s *nodeService) ReportUsage(ctx context.Context, req *allotv1.ReportUsageR
 		Seq:        req.GetSeq(),
 		Assigned:   slices.Clone(req.GetAssigned()),
 		Free:       slices.Clone(req.GetFree()),
+		Excess:     int(req.GetExcess()),
+		HasExcess:  req.Excess != nil,
 		UpdatedAt:  s.now(),
 	})
 	if err != nil {

@@ -165,6 +165,9 @@ func checkUsage(u Usage) error {
 			return fmt.Errorf("usage of %s: address %s is both assigned and free: %w", u.InstanceID, a, ErrInvalid)
 		}
 	}
+	if u.Excess < 0 || u.Excess > len(u.Free) {
+		return fmt.Errorf("usage of %s: excess %d is not a count of the %d free addresses: %w", u.InstanceID, u.Excess, len(u.Free), ErrInvalid)
+	}
 	return nil
 }
 

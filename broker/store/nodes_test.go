@@ -108,6 +108,8 @@ func TestUsageSeqOrdering(t *testing.T) {
 	wantErr(t, err, ErrInvalid)
 	_, err = s.PutUsage(ctx, Usage{InstanceID: "i-1", Seq: 9, Assigned: []string{"10.0.0.1"}, Free: []string{"10.0.0.1"}})
 	wantErr(t, err, ErrInvalid)
+	_, err = s.PutUsage(ctx, Usage{InstanceID: "i-1", Seq: 9, Free: []string{"10.0.0.1"}, Excess: 2, HasExcess: true})
+	wantErr(t, err, ErrInvalid)
 	us, err := s.ListUsage(ctx)
 	if err != nil || len(us) != 1 || us["i-1"].Seq != 3 {
 		t.Fatalf("ListUsage = %+v, %v", us, err)

@@ -101,13 +101,18 @@ type Demand struct {
 
 // Usage is a node's latest batch report of which addresses pods hold.
 type Usage struct {
-	V          int       `json:"v"`
-	InstanceID string    `json:"instance_id"`
-	Seq        uint64    `json:"seq"`
-	Assigned   []string  `json:"assigned"`
-	Free       []string  `json:"free"`
-	UpdatedAt  time.Time `json:"updated_at"`
-	Rev        int64     `json:"-"`
+	V          int      `json:"v"`
+	InstanceID string   `json:"instance_id"`
+	Seq        uint64   `json:"seq"`
+	Assigned   []string `json:"assigned"`
+	Free       []string `json:"free"`
+	// Excess, when HasExcess, is how many of Free the node's warm targets
+	// do not need, as the agent states it (ReportUsageRequest.excess).
+	// Without it the broker proposes no release.
+	Excess    int       `json:"excess,omitempty"`
+	HasExcess bool      `json:"has_excess,omitempty"`
+	UpdatedAt time.Time `json:"updated_at"`
+	Rev       int64     `json:"-"`
 }
 
 // ENI statuses as the broker records them.

@@ -196,6 +196,12 @@ func (x *NodeIdentity) GetVpcCidrs() []string {
 }
 
 // WarmTargets are the pool sizes the agent wants, with aws-vpc-cni's meaning.
+// The agent applies them itself (SetDemandRequest.warm_shortfall,
+// ReportUsageRequest.excess). The broker records them for operators, caps
+// the node's ENIs by max_enis, and creates new ENIs full in secondary-IP
+// mode unless warm_ip_target or minimum_ip_target is set; it does not size
+// the pool from them. They stay on the wire for brokers older than
+// ReportUsageRequest.excess, which decide releases from them.
 type WarmTargets struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	WarmIpTarget     int32                  `protobuf:"varint,1,opt,name=warm_ip_target,json=warmIpTarget,proto3" json:"warm_ip_target,omitempty"`
@@ -425,7 +431,19 @@ type ReportUsageRequest struct {
 	// assigned are addresses held by pod attachments.
 	Assigned []string `protobuf:"bytes,3,rep,name=assigned,proto3" json:"assigned,omitempty"`
 	// free are addresses in the warm pool, cooling ones included.
-	Free          []string `protobuf:"bytes,4,rep,name=free,proto3" json:"free,omitempty"`
+	Free []string `protobuf:"bytes,4,rep,name=free,proto3" json:"free,omitempty"`
+	// excess is how many of free the node's warm targets do not need. The
+	// agent owns the warm policy: it states its shortfall in SetDemand and
+	// its excess here, beside the list it is counted from, so the two always
+	// agree. The broker chooses which addresses to propose (at most excess,
+	// less any of free it no longer records on the node), and still takes
+	// back only what the agent then acknowledges.
+	//
+	// Unset (an agent older than this field) releases nothing: the broker no
+	// longer judges warm targets itself, and keeping addresses is the safe
+	// side of the disagreement. A broker older than this field ignores it and
+	// judges from the WarmTargets of the registration, as it did.
+	Excess        *int32 `protobuf:"varint,5,opt,name=excess,proto3,oneof" json:"excess,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -486,6 +504,13 @@ func (x *ReportUsageRequest) GetFree() []string {
 		return x.Free
 	}
 	return nil
+}
+
+func (x *ReportUsageRequest) GetExcess() int32 {
+	if x != nil && x.Excess != nil {
+		return *x.Excess
+	}
+	return 0
 }
 
 type ReportUsageResponse struct {
@@ -1143,13 +1168,15 @@ const file_allot_v1_node_proto_rawDesc = "" +
 	"\brevision\x18\x03 \x01(\x03R\brevision\x12\x19\n" +
 	"\bmax_enis\x18\x04 \x01(\x05R\amaxEnis\x12 \n" +
 	"\fipv4_per_eni\x18\x05 \x01(\x05R\n" +
-	"ipv4PerEni\"w\n" +
+	"ipv4PerEni\"\x9f\x01\n" +
 	"\x12ReportUsageRequest\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x1a\n" +
 	"\bassigned\x18\x03 \x03(\tR\bassigned\x12\x12\n" +
-	"\x04free\x18\x04 \x03(\tR\x04free\"\x15\n" +
+	"\x04free\x18\x04 \x03(\tR\x04free\x12\x1b\n" +
+	"\x06excess\x18\x05 \x01(\x05H\x00R\x06excess\x88\x01\x01B\t\n" +
+	"\a_excess\"\x15\n" +
 	"\x13ReportUsageResponse\"\x99\x01\n" +
 	"\x10SetDemandRequest\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
@@ -1275,6 +1302,7 @@ func file_allot_v1_node_proto_init() {
 		return
 	}
 	file_allot_v1_common_proto_init()
+	file_allot_v1_node_proto_msgTypes[4].OneofWrappers = []any{}
 	file_allot_v1_node_proto_msgTypes[6].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

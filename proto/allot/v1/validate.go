@@ -191,7 +191,7 @@ func (x *RegisterRequest) Validate() error {
 }
 
 // Validate checks a usage report: IPv4 addresses, none listed twice, none
-// both assigned and free.
+// both assigned and free, and an excess that counts free addresses.
 func (x *ReportUsageRequest) Validate() error {
 	if err := checkInstanceID("instance_id", x.GetInstanceId()); err != nil {
 		return err
@@ -200,7 +200,16 @@ func (x *ReportUsageRequest) Validate() error {
 	if err := checkAddrList("assigned", x.GetAssigned(), seen); err != nil {
 		return err
 	}
-	return checkAddrList("free", x.GetFree(), seen)
+	if err := checkAddrList("free", x.GetFree(), seen); err != nil {
+		return err
+	}
+	if err := checkNonNegative("excess", int64(x.GetExcess())); err != nil {
+		return err
+	}
+	if n := len(x.GetFree()); int(x.GetExcess()) > n {
+		return fieldErr("excess", "%d is more than the %d free addresses listed", x.GetExcess(), n)
+	}
+	return nil
 }
 
 // Validate checks a demand statement.

@@ -3,6 +3,8 @@ package allotv1
 import (
 	"strings"
 	"testing"
+
+	"google.golang.org/protobuf/proto"
 )
 
 func goodNode() *NodeIdentity {
@@ -40,6 +42,9 @@ func TestValidate(t *testing.T) {
 		{"usage cidr", &ReportUsageRequest{InstanceId: "i-01234567", Assigned: []string{"10.0.0.1/32"}}, "assigned[0]"},
 		{"usage dup", &ReportUsageRequest{InstanceId: "i-01234567", Free: []string{"10.0.0.2", "10.0.0.2"}}, "free[1]"},
 		{"usage mapped v6", &ReportUsageRequest{InstanceId: "i-01234567", Free: []string{"::ffff:10.0.0.2"}}, "free[0]"},
+		{"usage excess ok", &ReportUsageRequest{InstanceId: "i-01234567", Free: []string{"10.0.0.2"}, Excess: proto.Int32(1)}, ""},
+		{"usage excess beyond free", &ReportUsageRequest{InstanceId: "i-01234567", Free: []string{"10.0.0.2"}, Excess: proto.Int32(2)}, "excess"},
+		{"usage negative excess", &ReportUsageRequest{InstanceId: "i-01234567", Excess: proto.Int32(-1)}, "excess"},
 		{"demand ok", &SetDemandRequest{InstanceId: "i-01234567", Pending: 3}, ""},
 		{"ack empty subset ok", &AckReleaseRequest{InstanceId: "i-01234567", ReleaseId: "rel-0123abcd"}, ""},
 		{"ack /27", &AckReleaseRequest{InstanceId: "i-01234567", ReleaseId: "r", Prefixes: []string{"10.0.0.0/27"}}, "/28"},

@@ -91,7 +91,8 @@ func (a *Agent) removeStrays() error {
 // Status is nil while the agent can serve an ADD: it has a free (or
 // cooling) address, or the broker is reachable to deliver one. With an
 // empty pool and no broker it is cniserver.ErrPoolEmpty, which the plugin
-// reports as STATUS code 50/51 so the runtime stops scheduling pods here.
+// reports as STATUS code 50 ("cannot serve ADDs") so the runtime stops
+// scheduling pods here.
 func (a *Agent) Status(context.Context) error {
 	if !a.ready.Load() {
 		return fmt.Errorf("status: %w", cniserver.ErrNotReady)

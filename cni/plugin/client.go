@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
@@ -12,9 +13,12 @@ import (
 // dial opens the one connection this exec uses. The socket is root-only
 // (0600), so plaintext on it is as private as the filesystem. NewClient
 // does not connect yet; the first call does, and fails fast (no
-// wait-for-ready) when nothing listens, so a down agent costs no time.
+// wait-for-ready) when nothing listens, so a down agent costs no time. An
+// agent that accepts but never answers (frozen) costs ConnectTimeout.
 func dial(socket string) (allotv1.CNIServiceClient, func() error, error) {
-	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient("unix://"+socket,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.DefaultConfig, MinConnectTimeout: ConnectTimeout}))
 	if err != nil {
 		return nil, nil, fmt.Errorf("create agent client for %s: %w", socket, err)
 	}

@@ -8,20 +8,43 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
 )
 
-// Defaults for the netconf fields the runtime may leave out.
+// Defaults for the netconf fields the runtime may leave out, and the bounds
+// of each call to the agent. The agent answers on a local socket in
+// microseconds when it is healthy, so every bound below is about what an
+// unhealthy agent may cost the runtime:
+//
+//   - ConnectTimeout: the gRPC handshake on the socket. An agent that is
+//     frozen (SIGSTOP) or wedged accepts connections into the kernel's
+//     backlog and never answers; without this bound gRPC waits 20 s.
+//   - StatusTimeout: the whole STATUS call. The runtime asks STATUS to
+//     decide whether to send ADDs at all, and wants the answer now.
+//   - DelTimeout: the whole DEL call. A DEL is local teardown (netlink and a
+//     checkpoint write, well under a second). Past the bound the DEL is
+//     queued for the agent to replay (see Plugin.Del), so a slow agent never
+//     holds up the runtime's sandbox teardown for the ADD timeout.
+//   - the netconf "timeout" (DefaultTimeout): ADD, CHECK and GC. An ADD may
+//     wait on the agent for addresses the broker is delivering, so this is
+//     longer than the agent's own bounded wait (50 s), so that the agent's
+//     "try again later" reaches the runtime rather than our timeout.
+//
+// A netconf timeout shorter than StatusTimeout or DelTimeout bounds those
+// calls too.
 const (
 	DefaultAgentSocket = "/run/allot/cni.sock"
 	DefaultDelQueueDir = "/var/lib/allot/del-queue"
-	// DefaultTimeout bounds one call to the agent. It is longer than the
-	// agent's own bounded wait for addresses on an empty pool, so the
-	// agent's "try again later" reaches the runtime rather than our timeout.
-	DefaultTimeout = 60 * time.Second
+	DefaultTimeout     = 60 * time.Second
+	ConnectTimeout     = 2 * time.Second
+	StatusTimeout      = 2 * time.Second
+	DelTimeout         = 10 * time.Second
 )
 
 // NetConf is the plugin's network configuration from stdin.
@@ -29,13 +52,33 @@ type NetConf struct {
 	types.PluginConf
 	// AgentSocket is the agent's CNI socket path.
 	AgentSocket string `json:"agentSocket,omitempty"`
-	// Timeout bounds one call to the agent, as a Go duration ("30s").
+	// Timeout bounds ADD, CHECK and GC calls to the agent, as a Go duration
+	// ("30s").
 	Timeout string `json:"timeout,omitempty"`
 	// DelQueueDir is where DELs are queued while the agent is unreachable;
-	// the agent must be configured with the same directory.
-	DelQueueDir string `json:"delQueueDir,omitempty"`
+	// the agent must be configured with the same directory. Absent means
+	// DefaultDelQueueDir; an empty string means no queue, as the agent's
+	// --del-queue-dir="" means no replay: a DEL the agent can't take then
+	// fails with "try again later" for the runtime to retry.
+	DelQueueDir *string `json:"delQueueDir,omitempty"`
 
-	timeout time.Duration
+	timeout  time.Duration
+	delQueue string // "" when DELs are not queued
+}
+
+// knownKeys are the keys allowed in allot's section of the config: allot's
+// own, and those the CNI spec defines for every plugin or that libcni
+// injects (runtimeConfig, prevResult, and the cni.dev/ namespace, which
+// knownKey accepts wholesale). Anything else is most likely a misspelling
+// of one of allot's keys, which would otherwise be ignored silently.
+var knownKeys = []string{
+	"agentSocket", "timeout", "delQueueDir",
+	"cniVersion", "cniVersions", "name", "type", "capabilities", "ipam", "dns", "args",
+	"runtimeConfig", "prevResult", "disableCheck", "disableGC",
+}
+
+func knownKey(k string) bool {
+	return slices.Contains(knownKeys, k) || strings.HasPrefix(k, "cni.dev/")
 }
 
 // parseNetConf decodes and validates the netconf; errors are typed CNI
@@ -48,17 +91,21 @@ func parseNetConf(stdin []byte) (*NetConf, error) {
 	if conf.Type == "" {
 		return nil, types.NewError(types.ErrInvalidNetworkConfig, "network config has no plugin type", `set "type": "allot"`)
 	}
+	if err := checkKeys(stdin); err != nil {
+		return nil, err
+	}
 	if conf.AgentSocket == "" {
 		conf.AgentSocket = DefaultAgentSocket
 	}
 	if !filepath.IsAbs(conf.AgentSocket) {
 		return nil, types.NewError(types.ErrInvalidNetworkConfig, "agentSocket must be an absolute path", conf.AgentSocket)
 	}
-	if conf.DelQueueDir == "" {
-		conf.DelQueueDir = DefaultDelQueueDir
+	conf.delQueue = DefaultDelQueueDir
+	if conf.DelQueueDir != nil {
+		conf.delQueue = *conf.DelQueueDir
 	}
-	if !filepath.IsAbs(conf.DelQueueDir) {
-		return nil, types.NewError(types.ErrInvalidNetworkConfig, "delQueueDir must be an absolute path", conf.DelQueueDir)
+	if conf.delQueue != "" && !filepath.IsAbs(conf.delQueue) {
+		return nil, types.NewError(types.ErrInvalidNetworkConfig, "delQueueDir must be an absolute path (or \"\" for no queue)", conf.delQueue)
 	}
 	conf.timeout = DefaultTimeout
 	if conf.Timeout != "" {
@@ -70,6 +117,33 @@ func parseNetConf(stdin []byte) (*NetConf, error) {
 		conf.timeout = d
 	}
 	return conf, nil
+}
+
+// checkKeys refuses keys in allot's section that neither allot nor the CNI
+// spec defines.
+func checkKeys(stdin []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(stdin, &raw); err != nil {
+		return types.NewError(types.ErrDecodingFailure, "cannot parse network config", err.Error())
+	}
+	var unknown []string
+	for k := range raw {
+		if !knownKey(k) {
+			unknown = append(unknown, strconv.Quote(k))
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	slices.Sort(unknown)
+	return types.NewError(types.ErrInvalidNetworkConfig,
+		"unknown key "+strings.Join(unknown, ", ")+" in allot's network config",
+		`allot's keys are "agentSocket", "timeout" and "delQueueDir"; check the spelling`)
+}
+
+// bound returns the timeout for a call limited to at most limit.
+func (c *NetConf) bound(limit time.Duration) time.Duration {
+	return min(c.timeout, limit)
 }
 
 // parsePrevResult parses the netconf's prevResult into the current result

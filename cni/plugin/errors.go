@@ -14,11 +14,14 @@ const CodeCheckFailed uint = 100
 
 // cniCodes is the one table from the gRPC code of a failed agent call to the
 // CNI error code the runtime sees: Code for ADD, DEL, CHECK and GC, Status
-// for STATUS (where 50 means "cannot serve ADDs at all" and 51 "can't get
-// addresses"). Codes not in the table are internal errors (999 / 51).
+// for STATUS (where 50 means "cannot serve ADDs" and 51 "existing
+// containers may have limited connectivity"). Codes not in the table are
+// internal errors (999 / 51).
 var cniCodes = map[codes.Code]struct{ Code, Status uint }{
-	// The agent's pool is empty and nothing arrived in time.
-	codes.ResourceExhausted: {types.ErrTryAgainLater, types.ErrLimitedConnectivity},
+	// The agent's pool is empty and nothing arrived in time (ADD), or it is
+	// empty and can't be refilled (STATUS): no ADD can be served, which is
+	// 50; the pods already running keep their addresses, so not 51.
+	codes.ResourceExhausted: {types.ErrTryAgainLater, types.ErrPluginNotAvailable},
 	// No socket, connection refused, or the agent is starting.
 	codes.Unavailable: {types.ErrTryAgainLater, types.ErrPluginNotAvailable},
 	// The agent did not answer within the netconf timeout.

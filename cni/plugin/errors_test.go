@@ -30,7 +30,7 @@ func TestAgentError(t *testing.T) {
 		unreachable bool
 	}{
 		{status.Error(codes.ResourceExhausted, "pool empty"), "ADD", types.ErrTryAgainLater, false},
-		{status.Error(codes.ResourceExhausted, "pool empty"), "STATUS", types.ErrLimitedConnectivity, false},
+		{status.Error(codes.ResourceExhausted, "pool empty"), "STATUS", types.ErrPluginNotAvailable, false},
 		{status.Error(codes.Unavailable, "no socket"), "ADD", types.ErrTryAgainLater, true},
 		{status.Error(codes.Unavailable, "no socket"), "STATUS", types.ErrPluginNotAvailable, true},
 		{status.Error(codes.DeadlineExceeded, "slow"), "DEL", types.ErrTryAgainLater, true},
@@ -60,8 +60,13 @@ func TestParseNetConfDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.AgentSocket != DefaultAgentSocket || c.DelQueueDir != DefaultDelQueueDir || c.timeout != DefaultTimeout {
+	if c.AgentSocket != DefaultAgentSocket || c.delQueue != DefaultDelQueueDir || c.timeout != DefaultTimeout {
 		t.Errorf("defaults: %+v timeout %v", c, c.timeout)
+	}
+	// Absent is the default queue; "" is no queue, as for the agent's flag.
+	c, err = parseNetConf([]byte(`{"cniVersion":"1.1.0","name":"allot","type":"allot","delQueueDir":""}`))
+	if err != nil || c.delQueue != "" {
+		t.Errorf(`delQueueDir "" parsed as queue %q (%v), want no queue`, c.delQueue, err)
 	}
 	c, err = parseNetConf([]byte(`{"cniVersion":"1.1.0","name":"allot","type":"allot","timeout":"1500ms"}`))
 	if err != nil || c.timeout.Milliseconds() != 1500 {

@@ -144,10 +144,13 @@ func asCurrent(r types.Result) (*current.Result, error) {
 	return current.NewResultFromResult(r)
 }
 
-// Del asks the agent to tear the attachment down. When the agent cannot be
-// reached, the DEL is queued durably for the agent to replay and reported
-// as done: kubelet must not be blocked by a down agent, and the queue makes
-// sure the address is still released.
+// Del asks the agent to tear the attachment down, within DelTimeout. When
+// the agent cannot be reached or doesn't answer in time, the DEL is queued
+// durably for the agent to replay and reported as done: kubelet must not be
+// blocked by a down agent, and the queue makes sure the address is still
+// released. Without a queue (delQueueDir "") such a DEL fails with "try
+// again later": answering 0 for a DEL nothing will apply would leak the
+// address and leave the pod's network in place.
 func (p *Plugin) Del(args *skel.CmdArgs) error {
 	c, err := p.prepare(args)
 	if err != nil {
@@ -159,7 +162,7 @@ func (p *Plugin) Del(args *skel.CmdArgs) error {
 	if prev, err := c.conf.parsePrevResult(); err == nil {
 		c.req.PrevResult = prev
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.conf.timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), c.conf.bound(DelTimeout))
 	defer cancel()
 	_, err = c.client.Del(ctx, c.req)
 	if err == nil {
@@ -168,6 +171,15 @@ func (p *Plugin) Del(args *skel.CmdArgs) error {
 	if !agentUnreachable(err) {
 		return agentError("DEL", err)
 	}
+	if c.conf.delQueue == "" {
+		return types.NewError(types.ErrTryAgainLater, "allot agent unreachable and the network config has no DEL queue (delQueueDir is \"\")",
+			fmt.Sprintf("agent: %v; the runtime must retry the DEL", err))
+	}
+	return p.queueDel(c, err)
+}
+
+// queueDel writes the DEL the agent could not take (agentErr) to the queue.
+func (p *Plugin) queueDel(c *call, agentErr error) error {
 	e := delqueue.Entry{
 		Network:      c.req.Attachment.Network,
 		ContainerID:  c.req.Attachment.ContainerId,
@@ -178,15 +190,15 @@ func (p *Plugin) Del(args *skel.CmdArgs) error {
 		PodName:      c.req.PodName,
 		QueuedAt:     p.now(),
 	}
-	path, qErr := delqueue.Write(c.conf.DelQueueDir, e)
+	path, qErr := delqueue.Write(c.conf.delQueue, e)
 	if qErr != nil {
 		// Not queued: fail, so the runtime retries rather than the address
 		// leaking silently.
 		return types.NewError(types.ErrTryAgainLater, "allot agent unreachable and the DEL could not be queued",
-			fmt.Sprintf("agent: %v; queue: %v", err, qErr))
+			fmt.Sprintf("agent: %v; queue: %v", agentErr, qErr))
 	}
 	p.log().Warn("allot agent unreachable; DEL queued for replay",
-		"attachment", e.Network+"/"+e.ContainerID+"/"+e.IfName, "path", path, "err", err)
+		"attachment", e.Network+"/"+e.ContainerID+"/"+e.IfName, "path", path, "err", agentErr)
 	return nil
 }
 
@@ -242,8 +254,9 @@ func (p *Plugin) GC(args *skel.CmdArgs) error {
 	return nil
 }
 
-// Status reports whether the agent can serve ADDs: 50 when it can't be
-// reached, 51 when it is up but can't get addresses.
+// Status reports whether the agent can serve ADDs, within StatusTimeout:
+// 50 when it can't be reached, doesn't answer in time, or is up but has no
+// address and can't get one.
 func (p *Plugin) Status(args *skel.CmdArgs) error {
 	conf, err := parseNetConf(args.StdinData)
 	if err != nil {
@@ -254,7 +267,7 @@ func (p *Plugin) Status(args *skel.CmdArgs) error {
 		return types.NewError(types.ErrPluginNotAvailable, err.Error(), "")
 	}
 	defer closeFn()
-	ctx, cancel := context.WithTimeout(context.Background(), conf.timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), conf.bound(StatusTimeout))
 	defer cancel()
 	if _, err := client.Status(ctx, &allotv1.CNIStatusRequest{}); err != nil {
 		return agentError("STATUS", err)

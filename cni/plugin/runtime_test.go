@@ -218,8 +218,10 @@ func TestGCWithoutListRefused(t *testing.T) {
 	}
 }
 
-// TestStatus: 0 with a healthy agent, 51 when its pool is empty and can't
-// be refilled, 50 when nothing listens (no socket, or a dead agent's file).
+// TestStatus: 0 with a healthy agent, 50 when its pool is empty and can't
+// be refilled (it cannot serve an ADD; 51 is the spec's "existing
+// containers may have limited connectivity", which an empty pool doesn't
+// cause), 50 when nothing listens (no socket, or a dead agent's file).
 func TestStatus(t *testing.T) {
 	b := cniservertest.NewBackend(addrs(1)...)
 	n := newNode(t, "1.1.0", b)
@@ -229,8 +231,8 @@ func TestStatus(t *testing.T) {
 
 	b.Fail("status", cniserver.ErrPoolEmpty)
 	err := n.cni.GetStatusNetworkList(t.Context(), n.list)
-	if code, msg := cniCode(t, err); code != types.ErrLimitedConnectivity {
-		t.Errorf("STATUS with an unrefillable pool: code %d (%s), want 51", code, msg)
+	if code, msg := cniCode(t, err); code != types.ErrPluginNotAvailable {
+		t.Errorf("STATUS with an unrefillable pool: code %d (%s), want 50", code, msg)
 	}
 	b.Fail("status", nil)
 

@@ -37,6 +37,7 @@ type Backend struct {
 	calls map[string]int
 	reqs  map[string][]cniserver.Request
 	gcs   []cniserver.GCRequest
+	stall map[string]chan struct{}
 	now   func() time.Time
 }
 
@@ -50,6 +51,7 @@ func NewBackend(addrs ...netip.Addr) *Backend {
 		fail:  map[string]error{},
 		calls: map[string]int{},
 		reqs:  map[string][]cniserver.Request{},
+		stall: map[string]chan struct{}{},
 		now:   time.Now,
 	}
 }
@@ -64,6 +66,42 @@ func (b *Backend) Fail(verb string, err error) {
 		return
 	}
 	b.fail[verb] = err
+}
+
+// Stall makes every later call of verb ("add", "del") hang, as on an agent
+// wedged behind a lock, until the caller gives up or release is called.
+func (b *Backend) Stall(verb string) (release func()) {
+	ch := make(chan struct{})
+	b.mu.Lock()
+	b.stall[verb] = ch
+	b.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			b.mu.Lock()
+			if b.stall[verb] == ch {
+				delete(b.stall, verb)
+			}
+			b.mu.Unlock()
+			close(ch)
+		})
+	}
+}
+
+// wait blocks while verb is stalled or until ctx ends.
+func (b *Backend) wait(ctx context.Context, verb string) error {
+	b.mu.Lock()
+	ch := b.stall[verb]
+	b.mu.Unlock()
+	if ch == nil {
+		return nil
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%s stalled: %w", verb, ctx.Err())
+	}
 }
 
 // Seed records an attachment the runtime doesn't know about (drift), taking
@@ -143,7 +181,10 @@ func (b *Backend) begin(verb string, req *cniserver.Request) error {
 }
 
 // Add implements cniserver.Backend.
-func (b *Backend) Add(_ context.Context, req cniserver.Request) (cniserver.AddResult, error) {
+func (b *Backend) Add(ctx context.Context, req cniserver.Request) (cniserver.AddResult, error) {
+	if err := b.wait(ctx, "add"); err != nil {
+		return cniserver.AddResult{}, err
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err := b.begin("add", &req); err != nil {
@@ -185,7 +226,10 @@ func HostIfName(a cniserver.Attachment) string {
 }
 
 // Del implements cniserver.Backend.
-func (b *Backend) Del(_ context.Context, req cniserver.Request) error {
+func (b *Backend) Del(ctx context.Context, req cniserver.Request) error {
+	if err := b.wait(ctx, "del"); err != nil {
+		return err
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err := b.begin("del", &req); err != nil {

@@ -50,17 +50,17 @@ func newTestNode(t *testing.T) *testNode {
 	n := &testNode{t: t, vpc: newNS(t, "vpc"), node: newNS(t, "node")}
 	_, vpc0 := veth(t, n.node, "ens5", macPrimary, n.vpc, "vpc0")
 	_, vpc1 := veth(t, n.node, "ens6", macSecondary, n.vpc, "vpc1")
-	lo, _ := n.vpc.nl.LinkByName("lo")
-	mustAddr(t, n.vpc.nl, lo, "203.0.113.1/32")
-	mustAddr(t, n.vpc.nl, vpc0, "10.0.0.1/32")
-	mustAddr(t, n.vpc.nl, vpc1, "10.0.1.1/32")
-	mustRoute(t, n.vpc.nl, &netlink.Route{LinkIndex: vpc0.Attrs().Index, Dst: host32(nodeIP), Scope: netlink.SCOPE_LINK})
-	mustRoute(t, n.vpc.nl, &netlink.Route{LinkIndex: vpc1.Attrs().Index, Dst: host32(eni1IP), Scope: netlink.SCOPE_LINK})
+	lo, _ := n.vpc.NL.LinkByName("lo")
+	mustAddr(t, n.vpc.NL, lo, "203.0.113.1/32")
+	mustAddr(t, n.vpc.NL, vpc0, "10.0.0.1/32")
+	mustAddr(t, n.vpc.NL, vpc1, "10.0.1.1/32")
+	mustRoute(t, n.vpc.NL, &netlink.Route{LinkIndex: vpc0.Attrs().Index, Dst: host32(nodeIP), Scope: netlink.SCOPE_LINK})
+	mustRoute(t, n.vpc.NL, &netlink.Route{LinkIndex: vpc1.Attrs().Index, Dst: host32(eni1IP), Scope: netlink.SCOPE_LINK})
 	for _, k := range []string{"all", "vpc0", "vpc1"} {
 		sysctlIn(t, n.vpc, "net/ipv4/conf/"+k+"/rp_filter", "1")
 	}
 
-	l, err := New(Config{NodeNetNS: n.node.path, LinkWait: 300 * time.Millisecond,
+	l, err := New(Config{NodeNetNS: n.node.Path, LinkWait: 300 * time.Millisecond,
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -83,11 +83,11 @@ func (n *testNode) setupENIs() {
 			}
 		}
 	}
-	ens5, err := n.node.nl.LinkByName("ens5")
+	ens5, err := n.node.NL.LinkByName("ens5")
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	mustRoute(n.t, n.node.nl, &netlink.Route{LinkIndex: ens5.Attrs().Index,
+	mustRoute(n.t, n.node.NL, &netlink.Route{LinkIndex: ens5.Attrs().Index,
 		Dst: prefixToIPNet(netip.MustParsePrefix("0.0.0.0/0")), Gw: netip.MustParseAddr("10.0.0.1").AsSlice()})
 }
 
@@ -97,7 +97,7 @@ func (n *testNode) podConfig(role, addr string, device int) (*testNS, PodConfig)
 	ns := newNS(n.t, role)
 	return ns, PodConfig{
 		Attachment:  Attachment{Network: "allot-test", ContainerID: "ctr-" + role + "-" + runID, IfName: "eth0"},
-		NetNS:       ns.path,
+		NetNS:       ns.Path,
 		Address:     netip.MustParseAddr(addr),
 		DeviceIndex: device,
 	}
@@ -114,8 +114,8 @@ func (n *testNode) addPod(role, addr string, device int) *testPod {
 		n.t.Fatalf("SetupPod(%s): %v", role, err)
 	}
 	if device == 1 {
-		vpc1, _ := n.vpc.nl.LinkByName("vpc1")
-		mustRoute(n.t, n.vpc.nl, &netlink.Route{LinkIndex: vpc1.Attrs().Index, Dst: host32(cfg.Address),
+		vpc1, _ := n.vpc.NL.LinkByName("vpc1")
+		mustRoute(n.t, n.vpc.NL, &netlink.Route{LinkIndex: vpc1.Attrs().Index, Dst: host32(cfg.Address),
 			Gw: eni1IP.AsSlice()})
 	}
 	return &testPod{ns: ns, cfg: cfg, res: res}

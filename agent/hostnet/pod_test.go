@@ -28,19 +28,19 @@ func TestSetupPodWiresBothSides(t *testing.T) {
 
 	// A second SetupPod converges without recreating anything.
 	for _, p := range pods {
-		before, _ := n.node.nl.LinkByName(p.res.HostVeth)
+		before, _ := n.node.NL.LinkByName(p.res.HostVeth)
 		res, err := n.net.SetupPod(p.cfg)
 		if err != nil {
 			t.Fatalf("second SetupPod(%v): %v", p.cfg.Attachment, err)
 		}
-		after, _ := n.node.nl.LinkByName(p.res.HostVeth)
+		after, _ := n.node.NL.LinkByName(p.res.HostVeth)
 		if res != p.res || before.Attrs().Index != after.Attrs().Index {
 			t.Errorf("second SetupPod changed the pod: %+v (index %d) then %+v (index %d)",
 				p.res, before.Attrs().Index, res, after.Attrs().Index)
 		}
 	}
 
-	rules, err := n.node.nl.RuleList(unix.AF_INET)
+	rules, err := n.node.NL.RuleList(unix.AF_INET)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func assertHostSide(t *testing.T, n *testNode, p *testPod, rules []netlink.Rule)
 	if p.res.HostVeth != name || len(name) != 14 || !strings.HasPrefix(name, VethPrefix) {
 		t.Errorf("host veth %q, want %q (prefix %q, 14 chars)", p.res.HostVeth, name, VethPrefix)
 	}
-	host, err := n.node.nl.LinkByName(name)
+	host, err := n.node.NL.LinkByName(name)
 	if err != nil {
 		t.Fatalf("host veth %s: %v", name, err)
 	}
@@ -90,7 +90,7 @@ func assertHostSide(t *testing.T, n *testNode, p *testPod, rules []netlink.Rule)
 	if host.Attrs().HardwareAddr.String() != p.res.HostVethMAC {
 		t.Errorf("result host MAC %s, link has %s", p.res.HostVethMAC, host.Attrs().HardwareAddr)
 	}
-	routes, err := n.node.nl.RouteListFiltered(unix.AF_INET,
+	routes, err := n.node.NL.RouteListFiltered(unix.AF_INET,
 		&netlink.Route{Dst: host32(p.cfg.Address), Table: mainTable}, netlink.RT_FILTER_DST|netlink.RT_FILTER_TABLE)
 	if err != nil || len(routes) != 1 || routes[0].LinkIndex != host.Attrs().Index || routes[0].Scope != netlink.SCOPE_LINK {
 		t.Errorf("host route to %s: %+v (%v), want one link-scope route via %s", p.cfg.Address, routes, err, name)
@@ -117,7 +117,7 @@ func assertHostSide(t *testing.T, n *testNode, p *testPod, rules []netlink.Rule)
 
 func assertPodSide(t *testing.T, n *testNode, p *testPod) {
 	t.Helper()
-	pod, err := p.ns.nl.LinkByName("eth0")
+	pod, err := p.ns.NL.LinkByName("eth0")
 	if err != nil {
 		t.Fatalf("pod eth0: %v", err)
 	}
@@ -125,11 +125,11 @@ func assertPodSide(t *testing.T, n *testNode, p *testPod) {
 		t.Errorf("pod eth0: type %s flags %v mac %s, want an up veth with mac %s",
 			pod.Type(), pod.Attrs().Flags, pod.Attrs().HardwareAddr, p.res.PodMAC)
 	}
-	addrs, _ := p.ns.nl.AddrList(pod, unix.AF_INET)
+	addrs, _ := p.ns.NL.AddrList(pod, unix.AF_INET)
 	if len(addrs) != 1 || addrs[0].IPNet.String() != p.cfg.Address.String()+"/32" {
 		t.Errorf("pod addresses %v, want only %s/32", addrs, p.cfg.Address)
 	}
-	routes, _ := p.ns.nl.RouteList(pod, unix.AF_INET)
+	routes, _ := p.ns.NL.RouteList(pod, unix.AF_INET)
 	var got []string
 	for _, r := range routes {
 		got = append(got, ipNetString(r.Dst)+" via "+r.Gw.String())
@@ -139,7 +139,7 @@ func assertPodSide(t *testing.T, n *testNode, p *testPod) {
 	if !slices.Equal(got, want) {
 		t.Errorf("pod routes %v, want %v", got, want)
 	}
-	neighs, _ := p.ns.nl.NeighList(pod.Attrs().Index, unix.AF_INET)
+	neighs, _ := p.ns.NL.NeighList(pod.Attrs().Index, unix.AF_INET)
 	var ok bool
 	for _, nb := range neighs {
 		if nb.IP.Equal(PodGateway.AsSlice()) && nb.State == netlink.NUD_PERMANENT &&
@@ -152,11 +152,11 @@ func assertPodSide(t *testing.T, n *testNode, p *testPod) {
 	}
 	// The host side mirrors it: the pod address resolves permanently to
 	// the pod interface's MAC on the host veth.
-	host, err := n.node.nl.LinkByName(p.res.HostVeth)
+	host, err := n.node.NL.LinkByName(p.res.HostVeth)
 	if err != nil {
 		t.Fatalf("host veth: %v", err)
 	}
-	hostNeighs, _ := n.node.nl.NeighList(host.Attrs().Index, unix.AF_INET)
+	hostNeighs, _ := n.node.NL.NeighList(host.Attrs().Index, unix.AF_INET)
 	ok = false
 	for _, nb := range hostNeighs {
 		if nb.IP.Equal(p.cfg.Address.AsSlice()) && nb.State == netlink.NUD_PERMANENT &&
@@ -171,11 +171,11 @@ func assertPodSide(t *testing.T, n *testNode, p *testPod) {
 
 func assertENISetup(t *testing.T, n *testNode) {
 	t.Helper()
-	ens6, err := n.node.nl.LinkByName("ens6")
+	ens6, err := n.node.NL.LinkByName("ens6")
 	if err != nil {
 		t.Fatal(err)
 	}
-	routes, _ := n.node.nl.RouteListFiltered(unix.AF_INET, &netlink.Route{Table: 2}, netlink.RT_FILTER_TABLE)
+	routes, _ := n.node.NL.RouteListFiltered(unix.AF_INET, &netlink.Route{Table: 2}, netlink.RT_FILTER_TABLE)
 	var got []string
 	for _, r := range routes {
 		if r.LinkIndex != ens6.Attrs().Index {
@@ -187,14 +187,14 @@ func assertENISetup(t *testing.T, n *testNode) {
 	if want := []string{"0.0.0.0/0 via 10.0.1.1", "10.0.1.0/24 via <nil>"}; !slices.Equal(got, want) {
 		t.Errorf("ENI table 2: %v, want %v", got, want)
 	}
-	main, _ := n.node.nl.RouteList(ens6, unix.AF_INET)
+	main, _ := n.node.NL.RouteList(ens6, unix.AF_INET)
 	for _, r := range main {
 		if r.Table == mainTable {
 			t.Errorf("secondary ENI has a main-table route %v; its subnet belongs in table 2", r)
 		}
 	}
 	for _, link := range []string{"ens5", "ens6"} {
-		l, _ := n.node.nl.LinkByName(link)
+		l, _ := n.node.NL.LinkByName(link)
 		if l.Attrs().Flags&net.FlagUp == 0 {
 			t.Errorf("%s is down", link)
 		}
@@ -217,18 +217,18 @@ func TestCheckPodNamesWhatIsMissing(t *testing.T) {
 		t.Fatalf("CheckPod on a fresh pod: %v", err)
 	}
 
-	host, _ := n.node.nl.LinkByName(p.res.HostVeth)
-	if err := n.node.nl.RouteDel(&netlink.Route{LinkIndex: host.Attrs().Index, Dst: host32(p.cfg.Address), Table: mainTable, Scope: netlink.SCOPE_LINK}); err != nil {
+	host, _ := n.node.NL.LinkByName(p.res.HostVeth)
+	if err := n.node.NL.RouteDel(&netlink.Route{LinkIndex: host.Attrs().Index, Dst: host32(p.cfg.Address), Table: mainTable, Scope: netlink.SCOPE_LINK}); err != nil {
 		t.Fatal(err)
 	}
-	if err := n.node.nl.RuleDel(fromPodRule(p.cfg.Address, 2)); err != nil {
+	if err := n.node.NL.RuleDel(fromPodRule(p.cfg.Address, 2)); err != nil {
 		t.Fatal(err)
 	}
-	eth0, _ := p.ns.nl.LinkByName("eth0")
-	if err := p.ns.nl.NeighDel(&netlink.Neigh{LinkIndex: eth0.Attrs().Index, IP: PodGateway.AsSlice(), Family: unix.AF_INET}); err != nil {
+	eth0, _ := p.ns.NL.LinkByName("eth0")
+	if err := p.ns.NL.NeighDel(&netlink.Neigh{LinkIndex: eth0.Attrs().Index, IP: PodGateway.AsSlice(), Family: unix.AF_INET}); err != nil {
 		t.Fatal(err)
 	}
-	if err := n.node.nl.NeighDel(&netlink.Neigh{LinkIndex: host.Attrs().Index, IP: p.cfg.Address.AsSlice(), Family: unix.AF_INET}); err != nil {
+	if err := n.node.NL.NeighDel(&netlink.Neigh{LinkIndex: host.Attrs().Index, IP: p.cfg.Address.AsSlice(), Family: unix.AF_INET}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -262,7 +262,7 @@ func TestCheckPodNamesWhatIsMissing(t *testing.T) {
 	}
 
 	// A missing namespace is named too.
-	p.ns.delete(t)
+	deleteNS(t, p.ns)
 	if err := n.net.CheckPod(p.cfg); err == nil || !strings.Contains(err.Error(), "pod netns "+p.cfg.NetNS) {
 		t.Errorf("CheckPod with the netns gone: %v, want it to name the netns", err)
 	}
@@ -283,11 +283,11 @@ func TestTeardownPodRemovesExactlyWhatSetupAdded(t *testing.T) {
 	if err := n.net.TeardownPod(PodConfig{Attachment: a.cfg.Attachment}); err != nil {
 		t.Fatalf("TeardownPod(a) without its address: %v", err)
 	}
-	if _, err := a.ns.nl.LinkByName("eth0"); err == nil {
+	if _, err := a.ns.NL.LinkByName("eth0"); err == nil {
 		t.Errorf("pod a still has eth0 after teardown")
 	}
 	// c's namespace disappears first, as when the runtime removed it.
-	c.ns.delete(t)
+	deleteNS(t, c.ns)
 	waitLinkGone(t, n.node, c.res.HostVeth)
 	if err := n.net.TeardownPod(c.cfg); err != nil {
 		t.Fatalf("TeardownPod(c) with its netns gone: %v", err)
@@ -315,7 +315,7 @@ func TestLateTeardownOfOldSandboxSparesNewOwner(t *testing.T) {
 	n := newTestNode(t)
 	n.setupENIs()
 	old := n.addPod("old", "10.0.1.20", 1)
-	old.ns.delete(t) // the veth pair goes with it; the rules stay
+	deleteNS(t, old.ns) // the veth pair goes with it; the rules stay
 	waitLinkGone(t, n.node, old.res.HostVeth)
 
 	nsNew, cfgNew := n.podConfig("new", "10.0.1.20", 1)
@@ -343,7 +343,7 @@ func TestSetupPodRefusesAddressOfAnotherPod(t *testing.T) {
 	if _, err := n.net.SetupPod(cfg); !errors.Is(err, ErrAddressInUse) {
 		t.Fatalf("SetupPod with a taken address: %v, want ErrAddressInUse", err)
 	}
-	if _, err := n.node.nl.LinkByName(HostVethName(cfg.Attachment)); err == nil {
+	if _, err := n.node.NL.LinkByName(HostVethName(cfg.Attachment)); err == nil {
 		t.Errorf("refused SetupPod left its veth behind")
 	}
 	if err := n.net.CheckPod(a.cfg); err != nil {
@@ -366,7 +366,7 @@ func TestSetupPodReplacesUnpairedVeth(t *testing.T) {
 	if err := n.net.CheckPod(cfg); err != nil {
 		t.Errorf("CheckPod: %v", err)
 	}
-	if _, err := spare.nl.LinkByName("eth0"); err == nil {
+	if _, err := spare.NL.LinkByName("eth0"); err == nil {
 		t.Errorf("the unpaired veth's far end survived")
 	}
 	if err := ping(ns, nodeIP); err != nil {
@@ -399,14 +399,14 @@ func TestSetupPodWithNewAddressDropsTheOld(t *testing.T) {
 	if owner, _ := n.net.routeOwner(p.cfg.Address); owner != "" {
 		t.Errorf("old address still routed via %s", owner)
 	}
-	rules, _ := n.node.nl.RuleList(unix.AF_INET)
+	rules, _ := n.node.NL.RuleList(unix.AF_INET)
 	for _, r := range rules {
 		if ipNetString(r.Src) == "10.0.1.20/32" || ipNetString(r.Dst) == "10.0.1.20/32" {
 			t.Errorf("rule for the old address survived: %v", r)
 		}
 	}
-	eth0, _ := p.ns.nl.LinkByName("eth0")
-	addrs, _ := p.ns.nl.AddrList(eth0, unix.AF_INET)
+	eth0, _ := p.ns.NL.LinkByName("eth0")
+	addrs, _ := p.ns.NL.AddrList(eth0, unix.AF_INET)
 	if len(addrs) != 1 || addrs[0].IP.String() != "10.0.0.40" {
 		t.Errorf("pod addresses %v, want only 10.0.0.40", addrs)
 	}

@@ -26,20 +26,20 @@ func TestReconcileRestoresAndReportsStrays(t *testing.T) {
 	// stray route through a live pod's veth, and a vanished namespace.
 	mustDelRule(t, n, toPodRule(a.cfg.Address))
 	mustDelRule(t, n, fromPodRule(c.cfg.Address, 2))
-	eth0, _ := c.ns.nl.LinkByName("eth0")
-	if err := c.ns.nl.RouteDel(&netlink.Route{LinkIndex: eth0.Attrs().Index,
+	eth0, _ := c.ns.NL.LinkByName("eth0")
+	if err := c.ns.NL.RouteDel(&netlink.Route{LinkIndex: eth0.Attrs().Index,
 		Dst: prefixToIPNet(netip.MustParsePrefix("0.0.0.0/0")), Gw: PodGateway.AsSlice()}); err != nil {
 		t.Fatal(err)
 	}
 	spare := newNS(t, "spare")
 	strayLink, _ := veth(t, n.node, VethPrefix+"0123456789a", "", spare, "x0")
-	if err := n.node.nl.RuleAdd(toPodRule(netip.MustParseAddr("10.0.9.9"))); err != nil {
+	if err := n.node.NL.RuleAdd(toPodRule(netip.MustParseAddr("10.0.9.9"))); err != nil {
 		t.Fatal(err)
 	}
-	aHost, _ := n.node.nl.LinkByName(a.res.HostVeth)
-	mustRoute(t, n.node.nl, &netlink.Route{LinkIndex: aHost.Attrs().Index, Dst: host32(netip.MustParseAddr("10.0.0.99")),
+	aHost, _ := n.node.NL.LinkByName(a.res.HostVeth)
+	mustRoute(t, n.node.NL, &netlink.Route{LinkIndex: aHost.Attrs().Index, Dst: host32(netip.MustParseAddr("10.0.0.99")),
 		Scope: netlink.SCOPE_LINK})
-	gone.ns.delete(t)
+	deleteNS(t, gone.ns)
 	waitLinkGone(t, n.node, gone.res.HostVeth)
 
 	desired := []PodConfig{a.cfg, c.cfg, gone.cfg}
@@ -104,7 +104,7 @@ func TestReconcileRestoresAndReportsStrays(t *testing.T) {
 		t.Fatalf("RemoveStray: %v", err)
 	}
 	for _, name := range []string{strayLink.Attrs().Name, extra.res.HostVeth} {
-		if _, err := n.node.nl.LinkByName(name); err == nil {
+		if _, err := n.node.NL.LinkByName(name); err == nil {
 			t.Errorf("stray %s survived RemoveStray", name)
 		}
 	}
@@ -169,7 +169,7 @@ func TestSetupENIWithoutItsLink(t *testing.T) {
 	if !errors.Is(err, ErrLinkNotFound) {
 		t.Errorf("SetupENI for an absent MAC: %v, want ErrLinkNotFound", err)
 	}
-	routes, _ := n.node.nl.RouteListFiltered(unix.AF_INET, &netlink.Route{Table: 3}, netlink.RT_FILTER_TABLE)
+	routes, _ := n.node.NL.RouteListFiltered(unix.AF_INET, &netlink.Route{Table: 3}, netlink.RT_FILTER_TABLE)
 	if len(routes) != 0 {
 		t.Errorf("failed SetupENI left routes in table 3: %v", routes)
 	}
@@ -177,14 +177,14 @@ func TestSetupENIWithoutItsLink(t *testing.T) {
 
 func mustDelRule(t *testing.T, n *testNode, r *netlink.Rule) {
 	t.Helper()
-	if err := n.node.nl.RuleDel(r); err != nil {
+	if err := n.node.NL.RuleDel(r); err != nil {
 		t.Fatalf("delete rule %v: %v", r, err)
 	}
 }
 
 func linkIndex(t *testing.T, n *testNode, name string) int {
 	t.Helper()
-	l, err := n.node.nl.LinkByName(name)
+	l, err := n.node.NL.LinkByName(name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,21 +197,21 @@ func linkIndex(t *testing.T, n *testNode, name string) int {
 // the ENI's table.
 func TestSetupENIMovesSubnetRouteOutOfMain(t *testing.T) {
 	n := newTestNode(t)
-	ens6, _ := n.node.nl.LinkByName("ens6")
-	mustAddr(t, n.node.nl, ens6, "10.0.1.10/24")
-	if err := n.node.nl.LinkSetUp(ens6); err != nil {
+	ens6, _ := n.node.NL.LinkByName("ens6")
+	mustAddr(t, n.node.NL, ens6, "10.0.1.10/24")
+	if err := n.node.NL.LinkSetUp(ens6); err != nil {
 		t.Fatal(err)
 	}
 	if err := n.net.SetupENI(n.secondary); err != nil {
 		t.Fatalf("SetupENI: %v", err)
 	}
-	routes, _ := n.node.nl.RouteList(ens6, unix.AF_INET)
+	routes, _ := n.node.NL.RouteList(ens6, unix.AF_INET)
 	for _, r := range routes {
 		if r.Table == mainTable {
 			t.Errorf("main-table route left on the secondary ENI: %v", r)
 		}
 	}
-	addrs, _ := n.node.nl.AddrList(ens6, unix.AF_INET)
+	addrs, _ := n.node.NL.AddrList(ens6, unix.AF_INET)
 	if len(addrs) != 1 || addrs[0].IPNet.String() != "10.0.1.10/24" {
 		t.Errorf("ens6 addresses %v, want only 10.0.1.10/24", addrs)
 	}

@@ -132,7 +132,7 @@ func assertSNATRules(t *testing.T, n *testNode, want []string) {
 // assertChain checks the chain's hook from the kernel's own listing.
 func assertChain(t *testing.T, n *testNode) {
 	t.Helper()
-	conn, err := nftables.New(nftables.WithNetNSFd(int(n.node.h)))
+	conn, err := nftables.New(nftables.WithNetNSFd(int(n.node.Handle())))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func assertChain(t *testing.T, n *testNode) {
 
 func assertSNATIPRules(t *testing.T, n *testNode, want []string) {
 	t.Helper()
-	rules, err := n.node.nl.RuleList(unix.AF_INET)
+	rules, err := n.node.NL.RuleList(unix.AF_INET)
 	if err != nil {
 		t.Fatal(err)
 	}

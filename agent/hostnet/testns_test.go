@@ -3,30 +3,24 @@ package hostnet
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"os"
-	"runtime"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/net/icmp"
 	"golang.org/x/net/ipv4"
 	"golang.org/x/sys/unix"
+
+	"github.com/allotnet/allot/internal/netnstest"
 )
 
 // testNS is a named network namespace a test created, deleted at cleanup.
-type testNS struct {
-	name string
-	path string
-	h    netns.NsHandle
-	nl   *netlink.Handle
-}
+type testNS = netnstest.NS
 
 func requireNetNS(t *testing.T) {
 	t.Helper()
@@ -49,58 +43,19 @@ var nsSeq int
 func newNS(t *testing.T, role string) *testNS {
 	t.Helper()
 	nsSeq++
-	name := fmt.Sprintf("allot-t-%s-%d-%s", runID, nsSeq, role)
-	errc := make(chan error, 1)
-	var h netns.NsHandle
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- err
-			return
-		}
-		defer orig.Close()
-		h, err = netns.NewNamed(name)
-		if serr := netns.Set(orig); serr != nil {
-			errc <- errors.Join(err, serr) // thread stays locked and dies
-			return
-		}
-		runtime.UnlockOSThread()
-		errc <- err
-	}()
-	if err := <-errc; err != nil {
-		_ = netns.DeleteNamed(name)
-		t.Fatalf("create netns %s: %v", name, err)
-	}
-	ns := &testNS{name: name, path: "/run/netns/" + name, h: h}
-	t.Cleanup(func() { ns.delete(t) })
-	nl, err := netlink.NewHandleAt(h, unix.NETLINK_ROUTE)
+	ns, err := netnstest.Create(fmt.Sprintf("allot-t-%s-%d-%s", runID, nsSeq, role))
 	if err != nil {
-		t.Fatalf("netlink in %s: %v", name, err)
+		t.Fatal(err)
 	}
-	ns.nl = nl
-	lo, err := nl.LinkByName("lo")
-	if err != nil {
-		t.Fatalf("lo in %s: %v", name, err)
-	}
-	if err := nl.LinkSetUp(lo); err != nil {
-		t.Fatalf("lo up in %s: %v", name, err)
-	}
+	t.Cleanup(func() { deleteNS(t, ns) })
 	return ns
 }
 
-// delete removes the namespace; safe to call twice.
-func (n *testNS) delete(t *testing.T) {
-	if n.nl != nil {
-		n.nl.Close()
-		n.nl = nil
-	}
-	if n.h.IsOpen() {
-		n.h.Close()
-	}
-	if err := netns.DeleteNamed(n.name); err != nil && !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("delete netns %s: %v", n.name, err)
+// deleteNS removes the namespace; safe to call twice.
+func deleteNS(t *testing.T, ns *testNS) {
+	t.Helper()
+	if err := ns.Delete(); err != nil {
+		t.Error(err)
 	}
 }
 
@@ -108,23 +63,23 @@ func (n *testNS) delete(t *testing.T) {
 func veth(t *testing.T, a *testNS, aName string, aMAC string, b *testNS, bName string) (netlink.Link, netlink.Link) {
 	t.Helper()
 	v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: aName}, PeerName: bName,
-		PeerNamespace: netlink.NsFd(int(b.h))}
+		PeerNamespace: netlink.NsFd(int(b.Handle()))}
 	if aMAC != "" {
 		mac, _ := net.ParseMAC(aMAC)
 		v.HardwareAddr = mac
 	}
-	if err := a.nl.LinkAdd(v); err != nil {
+	if err := a.NL.LinkAdd(v); err != nil {
 		t.Fatalf("veth %s/%s: %v", aName, bName, err)
 	}
-	la, err := a.nl.LinkByName(aName)
+	la, err := a.NL.LinkByName(aName)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lb, err := b.nl.LinkByName(bName)
+	lb, err := b.NL.LinkByName(bName)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.nl.LinkSetUp(lb); err != nil {
+	if err := b.NL.LinkSetUp(lb); err != nil {
 		t.Fatal(err)
 	}
 	return la, lb
@@ -147,11 +102,8 @@ func mustRoute(t *testing.T, nl *netlink.Handle, r *netlink.Route) {
 
 func sysctlIn(t *testing.T, ns *testNS, key, value string) {
 	t.Helper()
-	err := inNetNS(ns.h, func() error {
-		return os.WriteFile("/proc/sys/"+key, []byte(value), 0o644)
-	})
-	if err != nil {
-		t.Fatalf("sysctl %s in %s: %v", key, ns.name, err)
+	if err := ns.Sysctl(key, value); err != nil {
+		t.Fatalf("sysctl %s in %s: %v", key, ns.Name, err)
 	}
 }
 
@@ -167,13 +119,13 @@ func pingFails(ns *testNS, dst netip.Addr) bool { return pingN(ns, dst, 1) != ni
 // old conntrack entry (with its NAT binding) is never reused.
 func pingN(ns *testNS, dst netip.Addr, attempts int) error {
 	var conn *icmp.PacketConn
-	err := inNetNS(ns.h, func() error {
+	err := ns.Do(func() error {
 		c, err := icmp.ListenPacket("ip4:icmp", "0.0.0.0")
 		conn = c
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("icmp socket in %s: %w", ns.name, err)
+		return fmt.Errorf("icmp socket in %s: %w", ns.Name, err)
 	}
 	defer conn.Close()
 	idb := make([]byte, 2)
@@ -184,7 +136,7 @@ func pingN(ns *testNS, dst netip.Addr, attempts int) error {
 		msg := icmp.Message{Type: ipv4.ICMPTypeEcho, Body: &icmp.Echo{ID: id, Seq: seq, Data: []byte("allot")}}
 		b, _ := msg.Marshal(nil)
 		if _, err := conn.WriteTo(b, &net.IPAddr{IP: dst.AsSlice()}); err != nil {
-			return fmt.Errorf("send to %s from %s: %w", dst, ns.name, err)
+			return fmt.Errorf("send to %s from %s: %w", dst, ns.Name, err)
 		}
 		_ = conn.SetReadDeadline(time.Now().Add(time.Second))
 		for {
@@ -202,7 +154,7 @@ func pingN(ns *testNS, dst netip.Addr, attempts int) error {
 			}
 		}
 	}
-	return fmt.Errorf("no echo reply from %s to %s", dst, ns.name)
+	return fmt.Errorf("no echo reply from %s to %s", dst, ns.Name)
 }
 
 // snapshot renders a namespace's links, rules and routes of every table
@@ -211,7 +163,7 @@ func pingN(ns *testNS, dst netip.Addr, attempts int) error {
 func snapshot(t *testing.T, ns *testNS) []string {
 	t.Helper()
 	var out []string
-	links, err := ns.nl.LinkList()
+	links, err := ns.NL.LinkList()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +172,7 @@ func snapshot(t *testing.T, ns *testNS) []string {
 		names[l.Attrs().Index] = l.Attrs().Name
 		out = append(out, fmt.Sprintf("link %s %s", l.Attrs().Name, l.Type()))
 	}
-	rules, err := ns.nl.RuleList(unix.AF_INET)
+	rules, err := ns.NL.RuleList(unix.AF_INET)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +180,7 @@ func snapshot(t *testing.T, ns *testNS) []string {
 		out = append(out, fmt.Sprintf("rule %d from %s to %s table %d goto %d",
 			r.Priority, ipNetString(r.Src), ipNetString(r.Dst), r.Table, r.Goto))
 	}
-	routes, err := ns.nl.RouteListFiltered(unix.AF_INET, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
+	routes, err := ns.NL.RouteListFiltered(unix.AF_INET, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +197,7 @@ func waitLinkGone(t *testing.T, ns *testNS, name string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		if _, err := ns.nl.LinkByName(name); err != nil {
+		if _, err := ns.NL.LinkByName(name); err != nil {
 			return
 		}
 		time.Sleep(20 * time.Millisecond)

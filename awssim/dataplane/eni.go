@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/allotnet/allot/awssim/world"
+	"github.com/allotnet/allot/internal/netnstest"
 )
 
 // eniLink is an attached ENI as the kernel shows it: a veth pair whose node
@@ -159,36 +160,36 @@ func (p *Plane) createLink(l *eniLink) (err error) {
 		PeerName:         nodeLinkName(l.device),
 		PeerHardwareAddr: l.mac,
 		PeerMTU:          eniMTU,
-		PeerNamespace:    netlink.NsFd(int(node.fd)),
+		PeerNamespace:    netlink.NsFd(int(node.Handle())),
 	}
-	if err := p.vpc.nl.LinkAdd(veth); err != nil {
+	if err := p.vpc.NL.LinkAdd(veth); err != nil {
 		return fmt.Errorf("create veth %s/%s: %w", l.name, veth.PeerName, err)
 	}
 	defer func() {
 		if err != nil {
 			// Deleting one end deletes the pair.
-			err = errors.Join(err, ignoreNotFound(p.vpc.nl.LinkDel(veth)))
+			err = errors.Join(err, ignoreNotFound(p.vpc.NL.LinkDel(veth)))
 		}
 	}()
-	link, err := p.vpc.nl.LinkByName(l.name)
+	link, err := p.vpc.NL.LinkByName(l.name)
 	if err != nil {
 		return fmt.Errorf("find %s: %w", l.name, err)
 	}
 	l.index = link.Attrs().Index
-	if err := p.vpc.nl.LinkSetAlias(link, l.eniID); err != nil {
+	if err := p.vpc.NL.LinkSetAlias(link, l.eniID); err != nil {
 		return fmt.Errorf("alias %s: %w", l.name, err)
 	}
-	if err := p.vpc.setSysctls(proxyDelay(l.name)...); err != nil {
+	if err := setSysctls(p.vpc, proxyDelay(l.name)...); err != nil {
 		return err
 	}
-	if err := upWithAddr(p.vpc.nl, l.name, netip.PrefixFrom(gateway(l.subnet), 32)); err != nil {
+	if err := upWithAddr(p.vpc.NL, l.name, netip.PrefixFrom(gateway(l.subnet), 32)); err != nil {
 		return err
 	}
 	neigh := &netlink.Neigh{
 		LinkIndex: l.index, Family: unix.AF_INET, State: netlink.NUD_PERMANENT,
 		IP: l.primary.AsSlice(), HardwareAddr: l.mac,
 	}
-	if err := p.vpc.nl.NeighSet(neigh); err != nil {
+	if err := p.vpc.NL.NeighSet(neigh); err != nil {
 		return fmt.Errorf("neighbour %s on %s: %w", l.primary, l.name, err)
 	}
 	if l.device == 0 {
@@ -204,14 +205,14 @@ func (p *Plane) createLink(l *eniLink) (err error) {
 // configurePrimary gives the node end of the primary ENI what the VPC's
 // DHCP would: the primary address with the subnet's length, and a default
 // route via the subnet gateway.
-func configurePrimary(node *namespace, l *eniLink) error {
+func configurePrimary(node *netnstest.NS, l *eniLink) error {
 	name := nodeLinkName(l.device)
-	link, err := upWithAddrLink(node.nl, name, netip.PrefixFrom(l.primary, l.subnet.Bits()))
+	link, err := upWithAddrLink(node.NL, name, netip.PrefixFrom(l.primary, l.subnet.Bits()))
 	if err != nil {
 		return fmt.Errorf("node %s: %w", l.instanceID, err)
 	}
 	def := &netlink.Route{LinkIndex: link.Attrs().Index, Gw: gateway(l.subnet).AsSlice()}
-	if err := node.nl.RouteReplace(def); err != nil {
+	if err := node.NL.RouteReplace(def); err != nil {
 		return fmt.Errorf("node %s: default route via %s: %w", l.instanceID, gateway(l.subnet), err)
 	}
 	return nil
@@ -220,16 +221,16 @@ func configurePrimary(node *namespace, l *eniLink) error {
 // clearLeftovers removes what an earlier, failed pass may have left: the
 // VPC end by name, and in the node a link with the ENI's MAC or its name
 // (never one of the agent's pod veths, which have neither).
-func (p *Plane) clearLeftovers(node *namespace, l *eniLink) error {
-	if old, err := p.vpc.nl.LinkByName(l.name); err == nil {
+func (p *Plane) clearLeftovers(node *netnstest.NS, l *eniLink) error {
+	if old, err := p.vpc.NL.LinkByName(l.name); err == nil {
 		if other := old.Attrs().Alias; other != l.eniID && p.enis[other] != nil {
 			return fmt.Errorf("link name %s of %s is taken by %s (hash collision)", l.name, l.eniID, other)
 		}
-		if err := ignoreNotFound(p.vpc.nl.LinkDel(old)); err != nil {
+		if err := ignoreNotFound(p.vpc.NL.LinkDel(old)); err != nil {
 			return fmt.Errorf("remove leftover %s: %w", l.name, err)
 		}
 	}
-	links, err := retryDump(node.nl.LinkList)
+	links, err := netnstest.RetryDump(node.NL.LinkList)
 	if err != nil {
 		return fmt.Errorf("list links of node %s: %w", l.instanceID, err)
 	}
@@ -238,7 +239,7 @@ func (p *Plane) clearLeftovers(node *namespace, l *eniLink) error {
 		if a.Name != nodeLinkName(l.device) && !bytes.Equal(a.HardwareAddr, l.mac) {
 			continue
 		}
-		if err := ignoreNotFound(node.nl.LinkDel(old)); err != nil {
+		if err := ignoreNotFound(node.NL.LinkDel(old)); err != nil {
 			return fmt.Errorf("remove leftover %s of node %s: %w", a.Name, l.instanceID, err)
 		}
 	}
@@ -248,9 +249,9 @@ func (p *Plane) clearLeftovers(node *namespace, l *eniLink) error {
 // removeLink deletes the ENI's veth pair, and with it its routes and
 // neighbour entry.
 func (p *Plane) removeLink(l *eniLink) error {
-	link, err := p.vpc.nl.LinkByName(l.name)
+	link, err := p.vpc.NL.LinkByName(l.name)
 	if err == nil {
-		err = p.vpc.nl.LinkDel(link)
+		err = p.vpc.NL.LinkDel(link)
 	}
 	if err := ignoreNotFound(err); err != nil {
 		return fmt.Errorf("remove %s: %w", l.name, err)
@@ -264,8 +265,8 @@ func (p *Plane) removeLink(l *eniLink) error {
 // entry is permanent), everything else via the primary, so that delivery
 // goes to the ENI's MAC without ARP, as in a VPC.
 func (p *Plane) syncRoutes(l *eniLink, sources []netip.Prefix) error {
-	have, err := retryDump(func() ([]netlink.Route, error) {
-		return p.vpc.nl.RouteListFiltered(unix.AF_INET, &netlink.Route{LinkIndex: l.index}, netlink.RT_FILTER_OIF)
+	have, err := netnstest.RetryDump(func() ([]netlink.Route, error) {
+		return p.vpc.NL.RouteListFiltered(unix.AF_INET, &netlink.Route{LinkIndex: l.index}, netlink.RT_FILTER_OIF)
 	})
 	if err != nil {
 		return fmt.Errorf("list routes of %s: %w", l.name, err)
@@ -284,12 +285,12 @@ func (p *Plane) syncRoutes(l *eniLink, sources []netip.Prefix) error {
 			delete(want, dst)
 			continue
 		}
-		if err := ignoreNotFound(p.vpc.nl.RouteDel(&r)); err != nil {
+		if err := ignoreNotFound(p.vpc.NL.RouteDel(&r)); err != nil {
 			return fmt.Errorf("remove route %s from %s: %w", dst, l.name, err)
 		}
 	}
 	for _, s := range slices.SortedFunc(maps.Keys(want), comparePrefix) {
-		if err := p.vpc.nl.RouteReplace(want[s]); err != nil {
+		if err := p.vpc.NL.RouteReplace(want[s]); err != nil {
 			return fmt.Errorf("route %s to %s (%s): %w", s, l.name, l.eniID, err)
 		}
 	}
@@ -310,18 +311,4 @@ func ignoreNotFound(err error) error {
 		return nil
 	}
 	return err
-}
-
-// retryDump repeats a netlink dump the kernel interrupted because the table
-// changed underneath it.
-func retryDump[T any](dump func() (T, error)) (T, error) {
-	var v T
-	var err error
-	for range 5 {
-		v, err = dump()
-		if !errors.Is(err, netlink.ErrDumpInterrupted) {
-			return v, err
-		}
-	}
-	return v, fmt.Errorf("netlink dump kept being interrupted: %w", err)
 }

@@ -23,6 +23,8 @@ import (
 	"golang.org/x/net/icmp"
 	"golang.org/x/net/ipv4"
 	"golang.org/x/sys/unix"
+
+	"github.com/allotnet/allot/internal/netnstest"
 )
 
 func requireRoot(t *testing.T) {
@@ -84,7 +86,7 @@ func inNS(t *testing.T, path string, fn func() error) error {
 		t.Fatalf("open netns %s: %v", path, err)
 	}
 	defer h.Close()
-	return inNetNS(h, fn)
+	return netnstest.DoIn(h, fn)
 }
 
 // nlAt opens a netlink handle in the namespace at path.
@@ -353,7 +355,7 @@ func udpSend(t *testing.T, nsPath string, src, dst netip.Addr, port uint16) {
 // dropCount reads the packet counter of the VPC rule with this comment.
 func dropCount(t *testing.T, p *Plane, chain, cmt string) uint64 {
 	t.Helper()
-	conn, err := nftables.New(nftables.WithNetNSFd(int(p.vpc.fd)))
+	conn, err := nftables.New(nftables.WithNetNSFd(int(p.vpc.Handle())))
 	if err != nil {
 		t.Fatalf("nftables: %v", err)
 	}

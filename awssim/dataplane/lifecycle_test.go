@@ -17,6 +17,7 @@ import (
 
 	"github.com/allotnet/allot/awssim"
 	"github.com/allotnet/allot/awssim/world"
+	"github.com/allotnet/allot/internal/netnstest"
 )
 
 // checkConverged compares the kernel with the world: every attached ENI
@@ -34,7 +35,7 @@ func checkConverged(t *testing.T, p *Plane, w *world.World) {
 			byAlias[l.Attrs().Alias] = l
 		}
 	}
-	conn, err := nftables.New(nftables.WithNetNSFd(int(p.vpc.fd)))
+	conn, err := nftables.New(nftables.WithNetNSFd(int(p.vpc.Handle())))
 	must(t, err)
 	tab := &nftables.Table{Family: nftables.TableFamilyIPv4, Name: nftTable}
 	attached := 0
@@ -210,10 +211,10 @@ func TestCleanupTakesOnlyItsPrefix(t *testing.T) {
 	prefix := e.plane.Prefix()
 	lookAlikes := []string{prefix + "0-vpc", prefix + "-i-notanid", prefix + "-vpcx", "x" + prefix + "-out"}
 	for _, name := range lookAlikes {
-		n, err := createNamed(name)
+		n, err := netnstest.Create(name)
 		must(t, err)
-		n.close()
-		t.Cleanup(func() { _ = deleteNamed(name) })
+		n.Close()
+		t.Cleanup(func() { _ = netnstest.Delete(name) })
 	}
 	ours, err := ownedNamespaces(prefix)
 	must(t, err)

@@ -53,7 +53,7 @@ const (
 // writeRules replaces the table in one netlink batch, so no packet ever
 // meets a half-written rule set.
 func (p *Plane) writeRules() error {
-	conn, err := nftables.New(nftables.WithNetNSFd(int(p.vpc.fd)))
+	conn, err := nftables.New(nftables.WithNetNSFd(int(p.vpc.Handle())))
 	if err != nil {
 		return fmt.Errorf("open nftables in vpc netns: %w", err)
 	}

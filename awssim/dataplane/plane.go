@@ -31,10 +31,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"path/filepath"
 	"sync"
 
 	"github.com/allotnet/allot/awssim/world"
+	"github.com/allotnet/allot/internal/netnstest"
 )
 
 // World is what the plane reads of the simulated account; *world.World
@@ -67,10 +67,10 @@ type Plane struct {
 	log    *slog.Logger
 	q      *queue
 
-	vpc, out *namespace
+	vpc, out *netnstest.NS
 
 	mu    sync.Mutex // guards nodes for NodeNetns; the worker alone writes it
-	nodes map[string]*namespace
+	nodes map[string]*netnstest.NS
 
 	enis map[string]*eniLink // worker only
 
@@ -100,7 +100,7 @@ func New(cfg Config) (*Plane, error) {
 	}
 	p := &Plane{
 		prefix: cfg.Prefix, log: log.With("component", "dataplane", "prefix", cfg.Prefix), q: newQueue(),
-		nodes: map[string]*namespace{}, enis: map[string]*eniLink{},
+		nodes: map[string]*netnstest.NS{}, enis: map[string]*eniLink{},
 		stop: make(chan struct{}), stopped: make(chan struct{}),
 	}
 	if err := p.setupShared(); err != nil {
@@ -108,7 +108,7 @@ func New(cfg Config) (*Plane, error) {
 		return nil, errors.Join(err, p.Close())
 	}
 	go p.run()
-	p.log.Info("dataplane ready", "vpc_netns", p.vpc.path(), "outside_netns", p.out.path(), "outside", outsideAddr)
+	p.log.Info("dataplane ready", "vpc_netns", p.vpc.Path, "outside_netns", p.out.Path, "outside", outsideAddr)
 	return p, nil
 }
 
@@ -170,17 +170,17 @@ func (p *Plane) NodeNetns(instanceID string) string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if n, ok := p.nodes[instanceID]; ok {
-		return n.path()
+		return n.Path
 	}
 	return ""
 }
 
 // VPCNetns returns the path of the VPC router's namespace.
-func (p *Plane) VPCNetns() string { return p.vpc.path() }
+func (p *Plane) VPCNetns() string { return p.vpc.Path }
 
 // OutsideNetns returns the path of the outside host's namespace, where a
 // test or the demo runs the server that pods must reach through SNAT.
-func (p *Plane) OutsideNetns() string { return p.out.path() }
+func (p *Plane) OutsideNetns() string { return p.out.Path }
 
 // OutsideAddr is the outside host's address (the same for every plane:
 // each has its own namespaces).
@@ -201,13 +201,13 @@ func (p *Plane) Close() error {
 		var errs []error
 		p.mu.Lock()
 		for id, n := range p.nodes {
-			errs = append(errs, n.destroy())
+			errs = append(errs, n.Delete())
 			delete(p.nodes, id)
 		}
 		p.mu.Unlock()
-		for _, n := range []*namespace{p.vpc, p.out} {
+		for _, n := range []*netnstest.NS{p.vpc, p.out} {
 			if n != nil {
-				errs = append(errs, n.destroy())
+				errs = append(errs, n.Delete())
 			}
 		}
 		clear(p.enis)
@@ -290,31 +290,31 @@ func (p *Plane) collectNodes(w World) []error {
 		if _, ok := w.Instance(id); ok {
 			continue
 		}
-		if err := n.destroy(); err != nil {
+		if err := n.Delete(); err != nil {
 			errs = append(errs, fmt.Errorf("instance %s: %w", id, err))
 			continue
 		}
 		delete(p.nodes, id)
-		p.log.Info("node namespace deleted", "instance", id, "netns", n.name)
+		p.log.Info("node namespace deleted", "instance", id, "netns", n.Name)
 	}
 	return errs
 }
 
 // ensureNode returns the instance's namespace, creating it on first use.
-func (p *Plane) ensureNode(instanceID string) (*namespace, error) {
+func (p *Plane) ensureNode(instanceID string) (*netnstest.NS, error) {
 	p.mu.Lock()
 	n, ok := p.nodes[instanceID]
 	p.mu.Unlock()
 	if ok {
 		return n, nil
 	}
-	n, err := createNamed(p.nsName(instanceID))
+	n, err := netnstest.Create(p.nsName(instanceID))
 	if err != nil {
 		return nil, err
 	}
 	p.mu.Lock()
 	p.nodes[instanceID] = n
 	p.mu.Unlock()
-	p.log.Info("node namespace created", "instance", instanceID, "netns", filepath.Join(NetnsDir, n.name))
+	p.log.Info("node namespace created", "instance", instanceID, "netns", n.Path)
 	return n, nil
 }

@@ -7,6 +7,8 @@ import (
 	"os"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/allotnet/allot/internal/netnstest"
 )
 
 // The outside host and the VPC router's leg towards it, in TEST-NET-3
@@ -68,35 +70,35 @@ func ipv6Sysctls() []string {
 // them and the (empty) nftables rules.
 func (p *Plane) setupShared() error {
 	var err error
-	if p.vpc, err = createNamed(p.nsName(suffixVPC)); err != nil {
+	if p.vpc, err = netnstest.Create(p.nsName(suffixVPC)); err != nil {
 		return err
 	}
-	if err := p.vpc.setSysctls(append(routerSysctls, ipv6Sysctls()...)...); err != nil {
+	if err := setSysctls(p.vpc, append(routerSysctls, ipv6Sysctls()...)...); err != nil {
 		return err
 	}
-	if p.out, err = createNamed(p.nsName(suffixOutside)); err != nil {
+	if p.out, err = netnstest.Create(p.nsName(suffixOutside)); err != nil {
 		return err
 	}
-	if err := p.out.setSysctls(ipv6Sysctls()...); err != nil {
+	if err := setSysctls(p.out, ipv6Sysctls()...); err != nil {
 		return err
 	}
 	veth := &netlink.Veth{
 		LinkAttrs:     netlink.LinkAttrs{Name: outsideLink},
 		PeerName:      outsideHostLink,
-		PeerNamespace: netlink.NsFd(int(p.out.fd)),
+		PeerNamespace: netlink.NsFd(int(p.out.Handle())),
 	}
-	if err := p.vpc.nl.LinkAdd(veth); err != nil {
+	if err := p.vpc.NL.LinkAdd(veth); err != nil {
 		return fmt.Errorf("create outside link: %w", err)
 	}
-	if err := upWithAddr(p.vpc.nl, outsideLink, netip.PrefixFrom(outsideRouter, outsideBits)); err != nil {
+	if err := upWithAddr(p.vpc.NL, outsideLink, netip.PrefixFrom(outsideRouter, outsideBits)); err != nil {
 		return fmt.Errorf("vpc netns: %w", err)
 	}
-	host, err := upWithAddrLink(p.out.nl, outsideHostLink, netip.PrefixFrom(outsideAddr, outsideBits))
+	host, err := upWithAddrLink(p.out.NL, outsideHostLink, netip.PrefixFrom(outsideAddr, outsideBits))
 	if err != nil {
 		return fmt.Errorf("outside netns: %w", err)
 	}
 	// The way back to every VPC address is the router.
-	if err := p.out.nl.RouteReplace(&netlink.Route{LinkIndex: host.Attrs().Index, Gw: outsideRouter.AsSlice()}); err != nil {
+	if err := p.out.NL.RouteReplace(&netlink.Route{LinkIndex: host.Attrs().Index, Gw: outsideRouter.AsSlice()}); err != nil {
 		return fmt.Errorf("outside netns: default route via %s: %w", outsideRouter, err)
 	}
 	return p.writeRules()

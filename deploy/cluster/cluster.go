@@ -17,6 +17,7 @@ import (
 	"github.com/allotnet/allot/awssim"
 	"github.com/allotnet/allot/awssim/dataplane"
 	"github.com/allotnet/allot/awssim/scenario"
+	"github.com/allotnet/allot/internal/netnstest"
 )
 
 // Cluster is allot running on one machine: awssim as EC2 and IMDS, its
@@ -304,16 +305,16 @@ func (c *Cluster) close() error {
 		errs = append(errs, c.Plane.Close())
 	}
 	errs = append(errs, dataplane.Cleanup(c.Prefix))
-	left, err := namespacesWithPrefix(c.Prefix + podInfix)
+	left, err := netnstest.WithPrefix(c.Prefix + podInfix)
 	errs = append(errs, err)
 	for _, n := range left {
-		errs = append(errs, deleteNetNS(n))
+		errs = append(errs, netnstest.Delete(n))
 	}
 	if c.cfg.LogDir != "" {
 		errs = append(errs, c.copyLogs(c.cfg.LogDir))
 	}
 	errs = append(errs, c.run.release())
-	if left, err := namespacesWithPrefix(c.Prefix); err != nil || len(left) > 0 {
+	if left, err := netnstest.WithPrefix(c.Prefix); err != nil || len(left) > 0 {
 		errs = append(errs, fmt.Errorf("namespaces of run %s left after close: %v %w", c.Prefix, left, err))
 	}
 	c.log.Info("cluster closed", "prefix", c.Prefix)

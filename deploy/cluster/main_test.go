@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/allotnet/allot/internal/netnstest"
 )
 
 // testStem names every run of these tests; crashed runs of it are swept
@@ -34,7 +36,7 @@ func TestMain(m *testing.M) {
 	testBins, cleanup, buildErr = binariesForTests()
 	code := m.Run()
 	cleanup()
-	if left, err := namespacesWithPrefix(testStem); err != nil || len(left) > 0 {
+	if left, err := netnstest.WithPrefix(testStem); err != nil || len(left) > 0 {
 		fmt.Fprintf(os.Stderr, "namespaces left by the tests: %v %v\n", left, err)
 		code = 1
 	}
@@ -124,7 +126,7 @@ func startCluster(t *testing.T, cfg Config) *Cluster {
 		if err := c.Close(); err != nil {
 			t.Errorf("close cluster: %v", err)
 		}
-		if left, _ := namespacesWithPrefix(c.Prefix); len(left) > 0 {
+		if left, _ := netnstest.WithPrefix(c.Prefix); len(left) > 0 {
 			t.Errorf("namespaces left after close: %v", left)
 		}
 	})

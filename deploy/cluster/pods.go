@@ -14,6 +14,8 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
+
+	"github.com/allotnet/allot/internal/netnstest"
 )
 
 // Pod is one pod sandbox on a node: its network namespace, the runtime's
@@ -31,7 +33,7 @@ type Pod struct {
 	// "try again later").
 	Attempts int
 
-	ns *netNS
+	ns *netnstest.NS
 	rt *libcni.RuntimeConf
 
 	mu       sync.Mutex
@@ -39,7 +41,7 @@ type Pod struct {
 }
 
 // NetNS is the path of the pod's namespace (CNI_NETNS).
-func (p *Pod) NetNS() string { return p.ns.path() }
+func (p *Pod) NetNS() string { return p.ns.Path }
 
 // ContainerID is the sandbox's ID in the CNI attachment.
 func (p *Pod) ContainerID() string { return p.rt.ContainerID }
@@ -56,12 +58,12 @@ func (c *Cluster) NewPod(n *Node, name string) (*Pod, error) {
 	c.podSeq++
 	nsName := fmt.Sprintf("%s%s%d", c.Prefix, podInfix, c.podSeq)
 	c.mu.Unlock()
-	ns, err := createNetNS(nsName)
+	ns, err := netnstest.Create(nsName)
 	if err != nil {
 		return nil, err
 	}
 	p := &Pod{Name: name, Node: n, ns: ns}
-	p.rt = sandbox(ns.path(), name)
+	p.rt = sandbox(ns.Path, name)
 	c.mu.Lock()
 	c.pods[p] = true
 	c.mu.Unlock()
@@ -112,7 +114,7 @@ func (c *Cluster) AddPod(ctx context.Context, p *Pod) error {
 		if derr := c.cni.DelNetworkList(ctx, p.Node.list, p.rt); derr != nil {
 			return fmt.Errorf("DEL of %s's failed sandbox: %w", p.Name, derr)
 		}
-		p.rt = sandbox(p.ns.path(), p.Name)
+		p.rt = sandbox(p.ns.Path, p.Name)
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("ADD %s: gave up after %d attempts (last: %v): %w", p.Name, p.Attempts, err, ctx.Err())
@@ -166,7 +168,7 @@ func (c *Cluster) forget(p *Pod) {
 // release stops the pod's server and deletes its namespace.
 func (p *Pod) release() error {
 	p.stopServing()
-	return p.ns.delete()
+	return p.ns.Delete()
 }
 
 // AddResult is the outcome of one pod's ADD in a burst.

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/allotnet/allot/internal/netnstest"
 )
 
 // Ports of the probe servers: every pod echoes on podPort; the outside host
@@ -29,7 +31,7 @@ func (p *Pod) Serve() error {
 	if p.listener != nil {
 		return nil
 	}
-	ln, err := listenIn(p.ns.do, netip.AddrPortFrom(p.Addr, podPort))
+	ln, err := listenIn(p.ns.Do, netip.AddrPortFrom(p.Addr, podPort))
 	if err != nil {
 		return fmt.Errorf("serve in pod %s: %w", p.Name, err)
 	}
@@ -83,7 +85,7 @@ func acceptLoop(ln net.Listener, handle func(net.Conn)) {
 // dst, sends one line and returns the line that comes back.
 func (p *Pod) exchange(ctx context.Context, dst netip.AddrPort, msg string) (string, error) {
 	var conn net.Conn
-	err := p.ns.do(func() error {
+	err := p.ns.Do(func() error {
 		d := net.Dialer{Timeout: probeWait, LocalAddr: &net.TCPAddr{IP: p.Addr.AsSlice()}}
 		var err error
 		conn, err = d.DialContext(ctx, "tcp4", dst.String())
@@ -138,7 +140,7 @@ func (p *Pod) SeenOutside(ctx context.Context, outside netip.Addr) (netip.Addr, 
 type outsideServer struct{ ln net.Listener }
 
 func startOutside(nsPath string, addr netip.Addr) (*outsideServer, error) {
-	ln, err := listenIn(func(fn func() error) error { return doInPath(nsPath, fn) }, netip.AddrPortFrom(addr, outsidePort))
+	ln, err := listenIn(func(fn func() error) error { return netnstest.DoInPath(nsPath, fn) }, netip.AddrPortFrom(addr, outsidePort))
 	if err != nil {
 		return nil, fmt.Errorf("outside server: %w", err)
 	}

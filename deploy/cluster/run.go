@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/allotnet/allot/awssim/dataplane"
+	"github.com/allotnet/allot/internal/netnstest"
 )
 
 // A run's name is its stem and 6 hex digits ("allot-demo-3fa9c1"): every
@@ -71,7 +72,7 @@ func newRun(stem string, log *slog.Logger) (*run, error) {
 		b := make([]byte, runIDLen/2)
 		_, _ = rand.Read(b)
 		prefix := stem + hex.EncodeToString(b)
-		if left, err := namespacesWithPrefix(prefix); err != nil || len(left) > 0 {
+		if left, err := netnstest.WithPrefix(prefix); err != nil || len(left) > 0 {
 			continue
 		}
 		dir := filepath.Join(os.TempDir(), prefix)
@@ -188,7 +189,7 @@ func candidates(stem string) ([]string, error) {
 	for _, p := range planes {
 		add(p)
 	}
-	names, err := namespacesWithPrefix(stem)
+	names, err := netnstest.WithPrefix(stem)
 	if err != nil {
 		return nil, err
 	}
@@ -236,10 +237,10 @@ func cleanDead(prefix, dir string) error {
 		errs = append(errs, killRecorded(f, dir))
 	}
 	errs = append(errs, dataplane.Cleanup(prefix))
-	pods, err := namespacesWithPrefix(prefix + podInfix)
+	pods, err := netnstest.WithPrefix(prefix + podInfix)
 	errs = append(errs, err)
 	for _, n := range pods {
-		errs = append(errs, deleteNetNS(n))
+		errs = append(errs, netnstest.Delete(n))
 	}
 	errs = append(errs, os.RemoveAll(dir))
 	return errors.Join(errs...)

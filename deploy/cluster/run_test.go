@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/allotnet/allot/awssim/dataplane"
+	"github.com/allotnet/allot/internal/netnstest"
 )
 
 // TestSweepRemovesOnlyCrashedRuns leaves a "crashed" run behind — its data
@@ -37,11 +38,11 @@ func TestSweepRemovesOnlyCrashedRuns(t *testing.T) {
 			t.Fatal(err)
 		}
 		planes = append(planes, p)
-		ns, err := createNetNS(r.prefix + podInfix + "1")
+		ns, err := netnstest.Create(r.prefix + podInfix + "1")
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = ns.delete() })
+		t.Cleanup(func() { _ = ns.Delete() })
 	}
 	t.Cleanup(func() {
 		for _, p := range planes {
@@ -67,7 +68,7 @@ func TestSweepRemovesOnlyCrashedRuns(t *testing.T) {
 	if !slices.Equal(swept, []string{crashed.prefix}) {
 		t.Errorf("swept %v, want only %s", swept, crashed.prefix)
 	}
-	if left, _ := namespacesWithPrefix(crashed.prefix); len(left) > 0 {
+	if left, _ := netnstest.WithPrefix(crashed.prefix); len(left) > 0 {
 		t.Errorf("crashed run's namespaces left: %v", left)
 	}
 	if _, err := os.Stat(crashed.dir); !os.IsNotExist(err) {
@@ -76,7 +77,7 @@ func TestSweepRemovesOnlyCrashedRuns(t *testing.T) {
 	if !waitExited(child) {
 		t.Errorf("the crashed run's child process still runs")
 	}
-	left, _ := namespacesWithPrefix(live.prefix)
+	left, _ := netnstest.WithPrefix(live.prefix)
 	if want := []string{live.prefix + "-out", live.prefix + podInfix + "1", live.prefix + "-vpc"}; !slices.Equal(left, want) {
 		t.Errorf("live run's namespaces %v, want %v", left, want)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/allotnet/allot/broker/store"
+	"github.com/allotnet/allot/internal/netnstest"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 
@@ -144,7 +145,7 @@ func (c *Cluster) IdleFindings(ctx context.Context) []string {
 			add("%s namespace has pod rules left: %v", n.Name, h.PodRules)
 		}
 	}
-	if left, err := namespacesWithPrefix(c.Prefix + podInfix); err != nil || len(left) > 0 {
+	if left, err := netnstest.WithPrefix(c.Prefix + podInfix); err != nil || len(left) > 0 {
 		add("pod namespaces left: %v %v", left, err)
 	}
 	return out

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/allotnet/allot/agent/hostnet"
+	"github.com/allotnet/allot/internal/netnstest"
 )
 
 // Rule priorities the agent uses (agent/hostnet), re-stated so a change on
@@ -119,7 +120,7 @@ type HostSide struct {
 // per-pod rules.
 func InspectHost(node *NetNS) (HostSide, error) {
 	h := HostSide{Veths: map[string]*HostVeth{}, ToPod: map[netip.Addr]int{}, FromPod: map[netip.Addr]int{}}
-	links, err := dump(node.NL.LinkList)
+	links, err := netnstest.RetryDump(node.NL.LinkList)
 	if err != nil {
 		return h, fmt.Errorf("node links: %w", err)
 	}
@@ -133,7 +134,7 @@ func InspectHost(node *NetNS) (HostSide, error) {
 		h.Veths[v.Name] = v
 		byIndex[v.Index] = v
 	}
-	routes, err := dump(func() ([]netlink.Route, error) {
+	routes, err := netnstest.RetryDump(func() ([]netlink.Route, error) {
 		return node.NL.RouteListFiltered(unix.AF_INET, &netlink.Route{Table: mainTable}, netlink.RT_FILTER_TABLE)
 	})
 	if err != nil {
@@ -148,7 +149,7 @@ func InspectHost(node *NetNS) (HostSide, error) {
 			v.Routes = append(v.Routes, toPrefix(r.Dst).Addr())
 		}
 	}
-	rules, err := dump(func() ([]netlink.Rule, error) { return node.NL.RuleList(unix.AF_INET) })
+	rules, err := netnstest.RetryDump(func() ([]netlink.Rule, error) { return node.NL.RuleList(unix.AF_INET) })
 	if err != nil {
 		return h, fmt.Errorf("node rules: %w", err)
 	}
@@ -173,19 +174,6 @@ func (h HostSide) Wiring() map[string][]netip.Addr {
 		slices.SortFunc(out[name], netip.Addr.Compare)
 	}
 	return out
-}
-
-// dump retries a netlink dump the kernel interrupted because the table
-// changed underneath it (the agent may be busy while a test reads).
-func dump[T any](fn func() (T, error)) (T, error) {
-	var v T
-	var err error
-	for range 10 {
-		if v, err = fn(); !errors.Is(err, netlink.ErrDumpInterrupted) {
-			return v, err
-		}
-	}
-	return v, err
 }
 
 func toPrefix(n *net.IPNet) netip.Prefix {

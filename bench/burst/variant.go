@@ -330,7 +330,7 @@ func typeLimits(ctx context.Context, endpoint, instanceType string) (planner.Lim
 	if !ok {
 		return planner.Limits{}, fmt.Errorf("awssim does not know instance type %s", instanceType)
 	}
-	return l, nil
+	return planner.Limits{MaxENIs: l.MaxENIs, IPv4PerENI: l.IPv4PerENI, PrefixCapable: l.Nitro}, nil
 }
 
 // waitWarm waits until every node meets its warm targets.

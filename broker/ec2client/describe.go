@@ -8,8 +8,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
-
-	"github.com/allotnet/allot/broker/planner"
 )
 
 // Page sizes. Every Describe the client sends paginates (or filters), so all
@@ -134,15 +132,28 @@ func (c *Client) DescribeSubnets(ctx context.Context, ids []string) ([]SubnetInf
 	}
 }
 
-// DescribeInstanceTypes returns the ENI limits of the given instance types,
-// keyed by type name. A type is PrefixCapable when it runs on Nitro (the
-// nitro hypervisor, or bare metal).
-func (c *Client) DescribeInstanceTypes(ctx context.Context, names []string) (map[string]planner.Limits, error) {
+// InstanceTypeInfo is one instance type's network limits as EC2 describes
+// them.
+type InstanceTypeInfo struct {
+	// MaxENIs is the most network interfaces an instance can have attached,
+	// the primary included.
+	MaxENIs int
+	// IPv4PerENI is the IPv4 address slots of one interface, its primary
+	// address included.
+	IPv4PerENI int
+	// Nitro is true for types on the Nitro hypervisor or bare metal, the
+	// ones that accept delegated /28 prefixes.
+	Nitro bool
+}
+
+// DescribeInstanceTypes returns the network limits of the given instance
+// types, keyed by type name.
+func (c *Client) DescribeInstanceTypes(ctx context.Context, names []string) (map[string]InstanceTypeInfo, error) {
 	its := make([]types.InstanceType, len(names))
 	for i, n := range names {
 		its[i] = types.InstanceType(n)
 	}
-	out := map[string]planner.Limits{}
+	out := map[string]InstanceTypeInfo{}
 	var token *string
 	for {
 		req := &ec2.DescribeInstanceTypesInput{InstanceTypes: its, MaxResults: aws.Int32(maxResultsInstanceTypes), NextToken: token}
@@ -153,8 +164,8 @@ func (c *Client) DescribeInstanceTypes(ctx context.Context, names []string) (map
 			return nil, err
 		}
 		for _, it := range page.InstanceTypes {
-			l := planner.Limits{
-				PrefixCapable: it.Hypervisor == types.InstanceTypeHypervisorNitro || aws.ToBool(it.BareMetal),
+			l := InstanceTypeInfo{
+				Nitro: it.Hypervisor == types.InstanceTypeHypervisorNitro || aws.ToBool(it.BareMetal),
 			}
 			if ni := it.NetworkInfo; ni != nil {
 				l.MaxENIs = int(aws.ToInt32(ni.MaximumNetworkInterfaces))

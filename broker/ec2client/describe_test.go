@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/allotnet/allot/awssim/world"
-	"github.com/allotnet/allot/broker/planner"
 	"github.com/allotnet/allot/broker/ratelimit"
 )
 
@@ -164,10 +163,10 @@ func TestDescribeSubnetsTypesInstances(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantLimits := map[string]planner.Limits{
-		"c5.xlarge": {MaxENIs: 4, IPv4PerENI: 15, PrefixCapable: true},
-		"t2.medium": {MaxENIs: 3, IPv4PerENI: 6, PrefixCapable: false},
-		"m5.large":  {MaxENIs: 3, IPv4PerENI: 10, PrefixCapable: true},
+	wantLimits := map[string]InstanceTypeInfo{
+		"c5.xlarge": {MaxENIs: 4, IPv4PerENI: 15, Nitro: true},
+		"t2.medium": {MaxENIs: 3, IPv4PerENI: 6, Nitro: false},
+		"m5.large":  {MaxENIs: 3, IPv4PerENI: 10, Nitro: true},
 	}
 	if !reflect.DeepEqual(limits, wantLimits) {
 		t.Errorf("instance types = %v, want %v", limits, wantLimits)

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/allotnet/allot/broker/ec2client"
-	"github.com/allotnet/allot/broker/planner"
 	"github.com/allotnet/allot/broker/store"
 )
 
@@ -61,7 +60,7 @@ type EC2 interface {
 	DeleteENI(ctx context.Context, eniID string) error
 	DescribeENIs(ctx context.Context, in ec2client.DescribeENIsInput) ([]ec2client.ENIInfo, error)
 	DescribeSubnets(ctx context.Context, ids []string) ([]ec2client.SubnetInfo, error)
-	DescribeInstanceTypes(ctx context.Context, types []string) (map[string]planner.Limits, error)
+	DescribeInstanceTypes(ctx context.Context, types []string) (map[string]ec2client.InstanceTypeInfo, error)
 }
 
 var (

@@ -45,7 +45,7 @@ func (e *Engine) ensureInfo(ctx context.Context, rs *runState, snap *snapshot) (
 		e.mu.Lock()
 		for _, t := range types {
 			if l, ok := lims[t]; ok {
-				e.types[t] = l
+				e.types[t] = planner.Limits{MaxENIs: l.MaxENIs, IPv4PerENI: l.IPv4PerENI, PrefixCapable: l.Nitro}
 			} else {
 				rs.retry["type:"+t] = now.Add(e.cfg.Interval)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 
 	"github.com/allotnet/allot/broker/server/rpcerr"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
@@ -17,9 +18,10 @@ import (
 )
 
 // serverOptions is the middleware every call passes, outermost first:
-// OpenTelemetry (stats handler), logging, recovery, validation, and the
-// domain-error table right around the handler, so handlers return plain
-// wrapped errors and nothing else decides a code.
+// OpenTelemetry (stats handler), logging, recovery, the domain-error table,
+// the caller's interceptors (unary, stream), and validation right around
+// the handler, so handlers and interceptors return plain wrapped errors and
+// nothing else decides a code.
 //
 // Keepalive: agents ping every 30s (agent/brokerlink), also between
 // streams, so a partitioned broker does not hold their watch streams open
@@ -27,7 +29,7 @@ import (
 // ping per 5 minutes, none without a stream) answers with GOAWAY
 // "too_many_pings". The server pings idle connections itself, so the streams
 // of a vanished agent are let go too.
-func serverOptions(log *slog.Logger) []grpc.ServerOption {
+func serverOptions(log *slog.Logger, unary []grpc.UnaryServerInterceptor, stream []grpc.StreamServerInterceptor) []grpc.ServerOption {
 	lg := slogAdapter(log)
 	logOpts := []logging.Option{
 		logging.WithLogOnEvents(logging.FinishCall),
@@ -45,18 +47,24 @@ func serverOptions(log *slog.Logger) []grpc.ServerOption {
 			Time: KeepaliveTime, Timeout: KeepaliveTimeout,
 		}),
 		grpc.StatsHandler(otelgrpc.NewServerHandler()),
-		grpc.ChainUnaryInterceptor(
-			logging.UnaryServerInterceptor(lg, logOpts...),
-			recovery.UnaryServerInterceptor(rec),
-			validator.UnaryServerInterceptor(),
-			unaryErrors,
-		),
-		grpc.ChainStreamInterceptor(
-			logging.StreamServerInterceptor(lg, logOpts...),
-			recovery.StreamServerInterceptor(rec),
-			validator.StreamServerInterceptor(),
-			streamErrors,
-		),
+		grpc.ChainUnaryInterceptor(slices.Concat(
+			[]grpc.UnaryServerInterceptor{
+				logging.UnaryServerInterceptor(lg, logOpts...),
+				recovery.UnaryServerInterceptor(rec),
+				unaryErrors,
+			},
+			unary,
+			[]grpc.UnaryServerInterceptor{validator.UnaryServerInterceptor()},
+		)...),
+		grpc.ChainStreamInterceptor(slices.Concat(
+			[]grpc.StreamServerInterceptor{
+				logging.StreamServerInterceptor(lg, logOpts...),
+				recovery.StreamServerInterceptor(rec),
+				streamErrors,
+			},
+			stream,
+			[]grpc.StreamServerInterceptor{validator.StreamServerInterceptor()},
+		)...),
 	}
 }
 

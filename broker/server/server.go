@@ -41,6 +41,12 @@ type Config struct {
 	HealthInterval time.Duration
 	// ServerOptions are added to the grpc.Server's (e.g. TLS credentials).
 	ServerOptions []grpc.ServerOption
+	// UnaryInterceptors and StreamInterceptors run after logging and
+	// recovery and before validation and the handler: where
+	// authentication and authorisation go. Their errors pass the same
+	// domain-error table as the handlers'.
+	UnaryInterceptors  []grpc.UnaryServerInterceptor
+	StreamInterceptors []grpc.StreamServerInterceptor
 	// Now is the clock for record timestamps; time.Now if nil.
 	Now func() time.Time
 }
@@ -88,7 +94,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	log := cfg.Logger.With("component", "grpc")
 
-	opts := append(serverOptions(log), cfg.ServerOptions...)
+	opts := append(serverOptions(log, cfg.UnaryInterceptors, cfg.StreamInterceptors), cfg.ServerOptions...)
 	gs := grpc.NewServer(opts...)
 	h := newHub(cfg.Store, log, cfg.Coalesce, cfg.Resync)
 	allotv1.RegisterNodeServiceServer(gs, &nodeService{

@@ -3,16 +3,12 @@ package harness
 import (
 	"context"
 	"log/slog"
-	"net"
 	"testing"
 	"time"
 
-	"github.com/allotnet/allot/broker/ec2client"
+	"github.com/allotnet/allot/broker/brokerd"
 	"github.com/allotnet/allot/broker/etcdembed/etcdembedtest"
 	"github.com/allotnet/allot/broker/executor"
-	"github.com/allotnet/allot/broker/leader"
-	"github.com/allotnet/allot/broker/ratelimit"
-	"github.com/allotnet/allot/broker/server"
 	"github.com/allotnet/allot/broker/store"
 )
 
@@ -27,64 +23,50 @@ type Broker struct {
 	Addr string
 }
 
-// StartBroker starts the broker against the cloud's EC2 endpoint through
-// the real SDK, with its limiter and timers scaled like the simulation.
+// StartBroker starts the broker the way allot-broker assembles it
+// (brokerd), against the cloud's EC2 endpoint through the real SDK, with
+// its limiter and timers scaled like the simulation. The reconciler stays
+// off: these tests count the engine's calls.
 func StartBroker(t testing.TB, c *Cloud, log *slog.Logger) *Broker {
 	t.Helper()
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	cli := etcdembedtest.Start(t)
-	st, err := store.Open(cli, Cluster)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ec2c, err := ec2client.New(context.Background(), ec2client.Config{
-		Region: "us-east-1", Endpoint: c.Sim.EC2Endpoint(),
-		Limiter: ratelimit.New(ratelimit.Config{Share: 0.5, TimeScale: c.TimeScale}), Logger: log,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	el, err := leader.New(leader.Config{Client: cli, Prefix: st.Prefix(), Name: "broker-e2e", TTL: 5 * time.Second, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
-	elDone := make(chan struct{})
-	go func() {
-		defer close(elDone)
-		_ = el.Run(ctx, func(ctx context.Context) error {
-			return executor.New(executor.Config{
-				Cluster: Cluster, Store: st, EC2: ec2c, Logger: log,
-				Interval: 50 * time.Millisecond,
-				// Releases of surplus addresses are not what these tests
-				// are about; a long wait keeps the engine from proposing
-				// them mid-test.
-				ReleaseAfter:   time.Hour,
-				ReleaseTimeout: time.Hour,
-			}.WithTimeScale(c.TimeScale)).Run(ctx)
-		})
-	}()
-	srv, err := server.New(server.Config{Store: st, Leader: el, Logger: log, Coalesce: 5 * time.Millisecond})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(func() {
-		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer scancel()
-		srv.Stop(sctx)
-		cancel()
-		<-elDone
+	b, err := brokerd.New(ctx, brokerd.Config{
+		Name: "broker-e2e", Cluster: Cluster, Listen: "127.0.0.1:0",
+		Etcd:      brokerd.EtcdConfig{Client: etcdembedtest.Start(t)},
+		EC2:       brokerd.EC2Config{Endpoint: c.Sim.EC2Endpoint(), BucketShare: 0.5},
+		TimeScale: c.TimeScale,
+		// Engine timers are in simulated time: a 50 ms real interval.
+		Engine: executor.Config{
+			Interval: time.Duration(float64(50*time.Millisecond) * c.TimeScale),
+			// Releases of surplus addresses are not what these tests
+			// are about; a long wait keeps the engine from proposing
+			// them mid-test.
+			ReleaseAfter:   time.Duration(float64(time.Hour) * c.TimeScale),
+			ReleaseTimeout: time.Duration(float64(time.Hour) * c.TimeScale),
+		},
+		NoReconciler: true,
+		ElectionTTL:  5 * time.Second,
+		Coalesce:     5 * time.Millisecond,
+		Logger:       log,
 	})
-	return &Broker{Store: st, Addr: lis.Addr().String()}
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = b.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		b.Close()
+	})
+	return &Broker{Store: b.Store(), Addr: b.Addr()}
 }
 
 // Records is what the broker's etcd holds for the node's ENIs, by ENI ID.

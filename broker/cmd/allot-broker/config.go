@@ -32,7 +32,9 @@ type config struct {
 	ec2Endpoint string
 	// bucketShare is the fraction of each EC2 token bucket allot may use.
 	bucketShare float64
-	// timeScale speeds the broker's clocks up to match a simulation's.
+	// timeScale speeds the broker's clocks up to match a simulation's
+	// (awssim's --time-scale). Only a simulator needs it, so --help does
+	// not list it.
 	timeScale float64
 	// gather and gatherMax are the engine's wait for a node's demand to
 	// settle (executor.Config.Gather, GatherMax).
@@ -47,6 +49,23 @@ type config struct {
 	tlsCert     string
 	tlsKey      string
 	tlsClientCA string
+}
+
+// hiddenTimeScale is the flag for running against a simulated EC2 whose
+// clock runs faster; it works but is left out of --help.
+const hiddenTimeScale = "time-scale"
+
+// usage prints the flags --help shows: all but the hidden one.
+func usage(fs *flag.FlagSet) {
+	shown := flag.NewFlagSet(fs.Name(), flag.ContinueOnError)
+	shown.SetOutput(fs.Output())
+	fs.VisitAll(func(f *flag.Flag) {
+		if f.Name != hiddenTimeScale {
+			shown.Var(f.Value, f.Name, f.Usage)
+		}
+	})
+	fmt.Fprintf(fs.Output(), "Usage of %s:\n", fs.Name())
+	shown.PrintDefaults()
 }
 
 // parseFlags builds the config from args.
@@ -66,7 +85,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.ec2Region, "ec2-region", "", "EC2 region (default: the AWS SDK's chain, e.g. AWS_REGION; us-east-1 with --ec2-endpoint)")
 	fs.StringVar(&c.ec2Endpoint, "ec2-endpoint", "", "EC2 endpoint override (e.g. awssim's URL); static test credentials are used with it")
 	fs.Float64Var(&c.bucketShare, "bucket-share", 0.5, "fraction (0,1] of each EC2 request bucket this broker may use; leave room for other tools")
-	fs.Float64Var(&c.timeScale, "time-scale", 1, "simulated seconds per real second, matching awssim's --time-scale")
+	fs.Float64Var(&c.timeScale, hiddenTimeScale, 1, "simulated seconds per real second, matching awssim's --time-scale")
 	fs.DurationVar(&c.gather, "gather", executor.DefaultGather, "how long a node's demand must stay unchanged before it is planned, so pods arriving together cost one EC2 call")
 	fs.DurationVar(&c.gatherMax, "gather-max", executor.DefaultGatherMax, "longest wait for a node's demand to settle before it is planned anyway")
 	fs.DurationVar(&c.electionTTL, "election-ttl", 10*time.Second, "leader session TTL: how long a dead leader keeps the lead")
@@ -77,6 +96,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "server certificate for gRPC (plaintext if empty)")
 	fs.StringVar(&c.tlsKey, "tls-key", "", "server key for gRPC")
 	fs.StringVar(&c.tlsClientCA, "tls-client-ca", "", "CA bundle agents' client certificates must chain to (mutual TLS)")
+	fs.Usage = func() { usage(fs) }
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

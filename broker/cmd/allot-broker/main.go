@@ -15,21 +15,17 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
-	"github.com/allotnet/allot/broker/etcdembed"
-	"github.com/allotnet/allot/broker/leader"
-	"github.com/allotnet/allot/broker/server"
-	"github.com/allotnet/allot/broker/store"
-	"github.com/allotnet/allot/internal/buildinfo"
-	"github.com/allotnet/allot/internal/logfmt"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+
+	"github.com/allotnet/allot/broker/brokerd"
+	"github.com/allotnet/allot/broker/executor"
+	"github.com/allotnet/allot/internal/buildinfo"
+	"github.com/allotnet/allot/internal/logfmt"
 )
 
 func main() {
@@ -53,111 +49,53 @@ func main() {
 	log.Info("allot-broker stopped")
 }
 
-// run starts everything, waits for ctx to end, and shuts down in order.
+// run builds the broker from the flags, runs it until ctx ends, and closes
+// etcd last.
 func run(ctx context.Context, cfg config, log *slog.Logger) error {
-	cli, closeEtcd, err := openEtcd(ctx, cfg, log)
+	bc, err := brokerConfig(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
-	defer closeEtcd()
-
-	st, err := store.Open(cli, cfg.cluster)
+	b, err := brokerd.New(ctx, bc)
 	if err != nil {
 		return err
 	}
-	work, err := leaderWork(ctx, cfg, st, log)
-	if err != nil {
-		return err
-	}
-	el, err := leader.New(leader.Config{
-		Client: cli, Prefix: st.Prefix(), Name: cfg.name, TTL: cfg.electionTTL, Logger: log,
-	})
-	if err != nil {
-		return err
-	}
-
-	var opts []grpc.ServerOption
-	tlsCfg, err := serverTLS(cfg)
-	if err != nil {
-		return err
-	}
-	if tlsCfg != nil {
-		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg)))
-	}
-	srv, err := server.New(server.Config{
-		Store: st, Leader: el, Logger: log, NodeTTL: cfg.nodeTTL, ServerOptions: opts,
-	})
-	if err != nil {
-		return err
-	}
-	lis, err := net.Listen("tcp", cfg.listen)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.listen, err)
-	}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(lis) }()
-	log.Info("serving gRPC", "addr", lis.Addr().String(), "replica", cfg.name, "version", buildinfo.Get().Version, "cluster", cfg.cluster,
-		"tls", tlsCfg != nil, "mtls", cfg.tlsClientCA != "")
-
-	electCtx, stopElect := context.WithCancel(context.WithoutCancel(ctx))
-	elected := make(chan struct{})
-	go func() {
-		defer close(elected)
-		_ = el.Run(electCtx, work)
-	}()
-
-	select {
-	case <-ctx.Done():
-		log.Info("shutting down", "cause", context.Cause(ctx))
-	case err = <-serveErr:
-		log.Error("gRPC server stopped", "err", err)
-	}
-	// Stop serving first, so no agent writes into a store we are leaving;
-	// then resign, so a standby leads at once; etcd closes last (deferred).
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
-	defer cancel()
-	srv.Stop(sctx)
-	stopElect()
-	select {
-	case <-elected:
-	case <-sctx.Done():
-		log.Warn("leader work did not stop in time")
-	}
-	return err
+	defer b.Close()
+	log.Info("allot-broker starting", "replica", cfg.name, "version", buildinfo.Get().Version, "cluster", cfg.cluster,
+		"tls", cfg.tlsCert != "", "mtls", cfg.tlsClientCA != "")
+	return b.Run(ctx)
 }
 
-// openEtcd connects to the external etcd, or starts the embedded one. The
-// returned func closes the client and then the embedded server.
-func openEtcd(ctx context.Context, cfg config, log *slog.Logger) (*clientv3.Client, func(), error) {
-	if len(cfg.etcdEndpoints) > 0 {
-		tlsCfg, err := etcdTLS(cfg)
-		if err != nil {
-			return nil, nil, err
-		}
-		cli, err := clientv3.New(clientv3.Config{
-			Endpoints: cfg.etcdEndpoints, TLS: tlsCfg, DialTimeout: 10 * time.Second,
-		})
-		if err != nil {
-			return nil, nil, fmt.Errorf("connect to etcd %v: %w", cfg.etcdEndpoints, err)
-		}
-		log.Info("using external etcd", "endpoints", cfg.etcdEndpoints)
-		return cli, func() { _ = cli.Close() }, nil
+// brokerConfig turns the flags into the broker's config: TLS files read,
+// AWS region and credentials resolved.
+func brokerConfig(ctx context.Context, cfg config, log *slog.Logger) (brokerd.Config, error) {
+	bc := brokerd.Config{
+		Name: cfg.name, Cluster: cfg.cluster, Listen: cfg.listen,
+		Etcd: brokerd.EtcdConfig{Endpoints: cfg.etcdEndpoints, DataDir: cfg.dataDir},
+		EC2: brokerd.EC2Config{
+			Region: cfg.ec2Region, Endpoint: cfg.ec2Endpoint, BucketShare: cfg.bucketShare,
+		},
+		TimeScale:       cfg.timeScale,
+		Engine:          executor.Config{Gather: cfg.gather, GatherMax: cfg.gatherMax},
+		ElectionTTL:     cfg.electionTTL,
+		NodeTTL:         cfg.nodeTTL,
+		ShutdownTimeout: cfg.shutdownTimeout,
+		Logger:          log,
 	}
-	if err := os.MkdirAll(cfg.dataDir, 0o700); err != nil {
-		return nil, nil, fmt.Errorf("create data directory: %w", err)
+	var err error
+	if bc.Etcd.TLS, err = etcdTLS(cfg); err != nil {
+		return bc, err
 	}
-	e, err := etcdembed.Start(ctx, etcdembed.Config{Dir: cfg.dataDir, Logger: log.With("component", "etcd")})
+	tlsCfg, err := serverTLS(cfg)
 	if err != nil {
-		return nil, nil, err
+		return bc, err
 	}
-	cli, err := e.Client()
-	if err != nil {
-		e.Close()
-		return nil, nil, err
+	if tlsCfg != nil {
+		bc.GRPC.Options = append(bc.GRPC.Options, grpc.Creds(credentials.NewTLS(tlsCfg)))
 	}
-	log.Info("using embedded etcd", "dir", cfg.dataDir, "endpoints", e.Endpoints())
-	return cli, func() {
-		_ = cli.Close()
-		e.Close()
-	}, nil
+	if bc.EC2.Region, bc.EC2.Credentials, err = awsSettings(ctx, cfg); err != nil {
+		return bc, err
+	}
+	log.Info("EC2 settings", "region", bc.EC2.Region, "endpoint", cfg.ec2Endpoint)
+	return bc, nil
 }

@@ -1,0 +1,51 @@
+package brokerd
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/allotnet/allot/broker/etcdembed"
+)
+
+// openEtcd returns the caller's client, connects to the external etcd, or
+// starts the embedded one. The returned func closes what was opened here:
+// the client, then the embedded server.
+func openEtcd(ctx context.Context, cfg EtcdConfig, log *slog.Logger) (*clientv3.Client, func(), error) {
+	switch {
+	case cfg.Client != nil:
+		return cfg.Client, func() {}, nil
+	case len(cfg.Endpoints) > 0:
+		cli, err := clientv3.New(clientv3.Config{
+			Endpoints: cfg.Endpoints, TLS: cfg.TLS, DialTimeout: 10 * time.Second,
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("connect to etcd %v: %w", cfg.Endpoints, err)
+		}
+		log.Info("using external etcd", "endpoints", cfg.Endpoints)
+		return cli, func() { _ = cli.Close() }, nil
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, nil, fmt.Errorf("create data directory: %w", err)
+	}
+	e, err := etcdembed.Start(ctx, etcdembed.Config{
+		Dir: cfg.DataDir, UnsafeNoFsync: cfg.UnsafeNoFsync, Logger: log.With("component", "etcd"),
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	cli, err := e.Client()
+	if err != nil {
+		e.Close()
+		return nil, nil, err
+	}
+	log.Info("using embedded etcd", "dir", cfg.DataDir, "endpoints", e.Endpoints())
+	return cli, func() {
+		_ = cli.Close()
+		e.Close()
+	}, nil
+}

@@ -67,6 +67,7 @@ type ThrottleState struct {
 //	GET    /v1/enis
 //	GET    /v1/faults              PUT /v1/faults (FaultsState)
 //	GET    /v1/throttle            PUT /v1/throttle (ThrottleState)
+//	GET    /v1/identity-certificate PEM certificate verifying identity documents
 func (s *Sim) adminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
@@ -89,6 +90,15 @@ func (s *Sim) adminHandler() http.Handler {
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("GET /v1/identity-certificate", func(w http.ResponseWriter, _ *http.Request) {
+		pem, err := s.IdentityCertificatePEM()
+		if err != nil {
+			writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
+			return
+		}
+		w.Header().Set("Content-Type", "application/x-pem-file")
+		_, _ = w.Write(pem)
 	})
 	mux.HandleFunc("GET /v1/subnets", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, s.world.Subnets()) })
 	mux.HandleFunc("GET /v1/enis", func(w http.ResponseWriter, _ *http.Request) {

@@ -73,6 +73,7 @@ type Sim struct {
 	world   *world.World
 	limiter *throttle.Limiter
 	ec2     *ec2.Server
+	signer  *imds.Signer
 
 	ec2Srv, adminSrv *http.Server
 	ec2URL, adminURL string
@@ -149,7 +150,8 @@ func Start(ctx context.Context, cfg Config) (*Sim, error) {
 
 	s := &Sim{
 		cfg: cfg, log: log.With("component", "awssim"), clock: clock, world: w, limiter: limiter, ec2: srv,
-		imds: map[string]*imdsServer{}, stop: make(chan struct{}),
+		signer: imds.NewSigner(w.Region()),
+		imds:   map[string]*imdsServer{}, stop: make(chan struct{}),
 	}
 	var err error
 	if s.ec2Srv, s.ec2URL, err = s.serve(cfg.Addr, srv); err != nil {
@@ -207,7 +209,9 @@ func (s *Sim) tick() {
 }
 
 func (s *Sim) startIMDS(instanceID string) error {
-	h := imds.NewHandler(instanceID, s.world, imds.Options{TokenRequired: s.cfg.Scenario.IMDS.TokenRequired, Logger: s.log})
+	h := imds.NewHandler(instanceID, s.world, imds.Options{
+		TokenRequired: s.cfg.Scenario.IMDS.TokenRequired, Signer: s.signer, Logger: s.log,
+	})
 	srv, url, err := s.serve(net.JoinHostPort(s.cfg.IMDSAddr, "0"), h)
 	if err != nil {
 		return fmt.Errorf("imds listener for %s: %w", instanceID, err)
@@ -234,6 +238,11 @@ func (s *Sim) IMDSEndpoint(instanceID string) (string, error) {
 	}
 	return m.url, nil
 }
+
+// IdentityCertificatePEM is the public certificate that verifies the
+// signature of every instance's identity document: the stand-in for the
+// region's AWS public certificate, which a verifier is configured with.
+func (s *Sim) IdentityCertificatePEM() ([]byte, error) { return s.signer.CertificatePEM() }
 
 // World is the simulated account.
 func (s *Sim) World() *world.World { return s.world }

@@ -15,7 +15,9 @@ import (
 const (
 	tokenPath      = "/latest/api/token"
 	metaDataPath   = "/latest/meta-data"
-	identityPath   = "/latest/dynamic/instance-identity/document"
+	identityDir    = "/latest/dynamic/instance-identity"
+	identityPath   = identityDir + "/document"
+	signaturePath  = identityDir + "/signature"
 	tokenHeader    = "X-Aws-Ec2-Metadata-Token"
 	tokenTTLHeader = "X-Aws-Ec2-Metadata-Token-Ttl-Seconds"
 	maxTokenTTL    = 21600 // seconds, as IMDS enforces
@@ -77,6 +79,18 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request) int {
 	switch {
 	case p == identityPath:
 		return h.ok(w, identityDocument(md))
+	case p == signaturePath && h.opts.Signer != nil:
+		sig, err := h.opts.Signer.Sign([]byte(identityDocument(md)))
+		if err != nil {
+			h.log.Error("sign identity document", "err", err)
+			return h.fail(w, http.StatusInternalServerError)
+		}
+		return h.ok(w, sig)
+	case strings.TrimSuffix(p, "/") == identityDir:
+		if h.opts.Signer == nil {
+			return h.ok(w, "document")
+		}
+		return h.ok(w, "document\nsignature")
 	case p == metaDataPath || strings.HasPrefix(p, metaDataPath+"/"):
 		n, found := metaDataTree(md).lookup(strings.TrimPrefix(p, metaDataPath))
 		if !found {

@@ -317,3 +317,46 @@ func TestSDKRecoversFromExpiredToken(t *testing.T) {
 		t.Fatalf("expired tokens not purged: %d live", n)
 	}
 }
+
+// TestIdentitySignatureServed: with a Signer the signature is served next
+// to the document and listed under instance-identity/; without one it is
+// not found, so an agent can tell "not offered" from "failed".
+func TestIdentitySignatureServed(t *testing.T) {
+	for _, signed := range []bool{false, true} {
+		opts := Options{TokenRequired: true}
+		if signed {
+			opts.Signer = NewSigner("us-east-1")
+		}
+		_, _, c := start(t, newFakeSource(), opts)
+		list, err := c.GetDynamicData(context.Background(), &sdkimds.GetDynamicDataInput{Path: "instance-identity/"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(list.Content)
+		list.Content.Close()
+		want := "document"
+		if signed {
+			want = "document\nsignature"
+		}
+		if string(b) != want {
+			t.Errorf("signed=%v: listing %q, want %q", signed, b, want)
+		}
+		out, err := c.GetDynamicData(context.Background(), &sdkimds.GetDynamicDataInput{Path: "instance-identity/signature"})
+		if !signed {
+			if statusOf(err) != http.StatusNotFound {
+				t.Errorf("unsigned: signature err %v, want 404", err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		sig, _ := io.ReadAll(out.Content)
+		out.Content.Close()
+		for _, line := range strings.Split(string(sig), "\n") {
+			if len(line) == 0 || len(line) > 64 {
+				t.Errorf("signature line of %d characters, want 1..64", len(line))
+			}
+		}
+	}
+}

@@ -3,7 +3,10 @@
 // expects. What it shows comes from a Source, which owns the lag behind EC2.
 package imds
 
-import "log/slog"
+import (
+	"log/slog"
+	"time"
+)
 
 // Interface is one attached ENI as IMDS shows it under
 // network/interfaces/macs/<mac>/.
@@ -24,6 +27,10 @@ type Interface struct {
 type Metadata struct {
 	InstanceID, InstanceType, AvailabilityZone, MAC, LocalIPv4 string
 	Interfaces                                                 []Interface
+	// AccountID, ImageID and PendingTime appear only in the instance
+	// identity document.
+	AccountID, ImageID string
+	PendingTime        time.Time
 }
 
 // Source supplies what IMDS shows now for an instance. The source, not the
@@ -38,5 +45,8 @@ type Options struct {
 	// fail with 401 (IMDSv2 "required" mode). Otherwise tokens are optional,
 	// but an invalid or expired token presented is still refused.
 	TokenRequired bool
-	Logger        *slog.Logger
+	// Signer signs the instance identity document; without one the
+	// signature is not served (404), as if the form were not offered.
+	Signer *Signer
+	Logger *slog.Logger
 }

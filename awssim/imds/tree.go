@@ -1,7 +1,6 @@
 package imds
 
 import (
-	"encoding/json"
 	"sort"
 	"strconv"
 	"strings"
@@ -124,20 +123,4 @@ func regionOf(az string) string {
 		return az
 	}
 	return az[:len(az)-1]
-}
-
-// identityDocument is the subset of the instance identity document that the
-// SDK's GetInstanceIdentityDocument and GetRegion read.
-func identityDocument(md Metadata) string {
-	doc := map[string]string{
-		"instanceId":       md.InstanceID,
-		"instanceType":     md.InstanceType,
-		"availabilityZone": md.AvailabilityZone,
-		"region":           regionOf(md.AvailabilityZone),
-		"privateIp":        md.LocalIPv4,
-		"architecture":     "x86_64",
-		"version":          "2017-09-30",
-	}
-	b, _ := json.MarshalIndent(doc, "", "  ")
-	return string(b)
 }

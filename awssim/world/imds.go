@@ -32,7 +32,10 @@ func (w *World) recordIMDSLocked(instanceID string, now time.Time) {
 		h = &imdsHistory{}
 		w.imds[instanceID] = h
 	}
-	md := imds.Metadata{InstanceID: inst.id, InstanceType: inst.typ, AvailabilityZone: inst.az}
+	md := imds.Metadata{
+		InstanceID: inst.id, InstanceType: inst.typ, AvailabilityZone: inst.az,
+		AccountID: w.accountID, ImageID: inst.imageID, PendingTime: inst.launch,
+	}
 	for _, i := range slices.Sorted(maps.Keys(inst.enis)) {
 		e := inst.enis[i]
 		v := w.vpcs[e.subnet.vpcID]

@@ -56,6 +56,7 @@ Admin API (JSON, on --admin-addr):
   GET|PUT /v1/faults                   {"actions":{"AttachNetworkInterface":{"errorRate":0.1,
                                         "errorCode":"InternalError","latency":"300ms"}},
                                         "consistencyWindow":"2s","imdsLag":"1s"}
+  GET  /v1/identity-certificate       PEM certificate verifying every instance identity document
   GET|PUT /v1/throttle                 {"disabled":false,"buckets":{"CreateTags":{"capacity":100,"refill":10}}}
 
 Scenario format (YAML or JSON; this example is also the default scenario):
@@ -74,6 +75,7 @@ func run() error {
 	window := fs.Duration("consistency-window", 0, "new ENIs invisible to DescribeNetworkInterfaces, simulated (0: the scenario's, default 0; negative: none)")
 	seed := fs.Int64("seed", 0, "seed for IDs, MACs, random addresses and fault draws (0: from the clock)")
 	verbose := fs.Bool("v", false, "log every EC2 error and IMDS request (debug level)")
+	certOut := fs.String("identity-cert-out", "", "write the PEM certificate that verifies every instance identity document's signature to this file at start (the stand-in for AWS's regional certificate)")
 	printScenario := fs.Bool("print-scenario", false, "print the built-in example scenario and exit")
 	logFlags := logfmt.RegisterFormat(fs)
 	buildinfo.Flag(fs)
@@ -122,6 +124,15 @@ func run() error {
 		return err
 	}
 	defer sim.Close()
+	if *certOut != "" {
+		pem, err := sim.IdentityCertificatePEM()
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(*certOut, pem, 0o644); err != nil {
+			return fmt.Errorf("--identity-cert-out: %w", err)
+		}
+	}
 	// One machine-readable line for scripts: endpoints and instances.
 	type inst struct {
 		ID   string `json:"id"`

@@ -30,6 +30,20 @@ var (
 	releaseIDRe    = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
 )
 
+// quoteLimit is how much of a bad value an error quotes: enough to see what
+// was sent, never enough to turn a megabyte of garbage into a megabyte of
+// error text and log lines.
+const quoteLimit = 48
+
+// quote renders v for an error message: quoted, and cut to quoteLimit bytes
+// with its full length noted when longer.
+func quote(v string) string {
+	if len(v) <= quoteLimit {
+		return fmt.Sprintf("%q", v)
+	}
+	return fmt.Sprintf("%q… (%d bytes)", v[:quoteLimit], len(v))
+}
+
 // fieldErr builds "field: problem" errors.
 func fieldErr(field, format string, args ...any) error {
 	return fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...))
@@ -40,7 +54,7 @@ func checkID(field, v string, re *regexp.Regexp, want string) error {
 		return fieldErr(field, "required (want %s)", want)
 	}
 	if !re.MatchString(v) {
-		return fieldErr(field, "%q is not valid (want %s)", v, want)
+		return fieldErr(field, "%s is not valid (want %s)", quote(v), want)
 	}
 	return nil
 }
@@ -58,7 +72,7 @@ func checkSubnetID(field, v string) error {
 func checkIPv4(field, v string) error {
 	a, err := netip.ParseAddr(v)
 	if err != nil || !a.Is4() {
-		return fieldErr(field, "%q is not an IPv4 address", v)
+		return fieldErr(field, "%s is not an IPv4 address", quote(v))
 	}
 	return nil
 }
@@ -95,10 +109,10 @@ func checkPrefixList(field string, vs []string) error {
 		f := fmt.Sprintf("%s[%d]", field, i)
 		p, err := netip.ParsePrefix(v)
 		if err != nil || !p.Addr().Is4() {
-			return fieldErr(f, "%q is not an IPv4 prefix", v)
+			return fieldErr(f, "%s is not an IPv4 prefix", quote(v))
 		}
 		if p.Bits() != 28 || p.Masked() != p {
-			return fieldErr(f, "%q is not a /28 prefix on a /28 boundary (EC2 delegates /28s)", v)
+			return fieldErr(f, "%s is not a /28 prefix on a /28 boundary (EC2 delegates /28s)", quote(v))
 		}
 		if seen[p] {
 			return fieldErr(f, "%s is listed twice", v)
@@ -124,10 +138,10 @@ func (x *NodeIdentity) Validate() error {
 		return err
 	}
 	if t := x.GetInstanceType(); !instanceTypeRe.MatchString(t) {
-		return fieldErr("node.instance_type", "%q is not an EC2 instance type (want e.g. \"m5.large\")", t)
+		return fieldErr("node.instance_type", "%s is not an EC2 instance type (want e.g. \"m5.large\")", quote(t))
 	}
 	if az := x.GetAvailabilityZone(); !azRe.MatchString(az) {
-		return fieldErr("node.availability_zone", "%q is not an availability zone (want e.g. \"us-east-1a\")", az)
+		return fieldErr("node.availability_zone", "%s is not an availability zone (want e.g. \"us-east-1a\")", quote(az))
 	}
 	if err := checkID("node.vpc_id", x.GetVpcId(), vpcIDRe, `a VPC ID, "vpc-" and 8 to 17 lowercase hex digits`); err != nil {
 		return err
@@ -139,7 +153,7 @@ func (x *NodeIdentity) Validate() error {
 		return err
 	}
 	if m, err := net.ParseMAC(x.GetPrimaryMac()); err != nil || len(m) != 6 {
-		return fieldErr("node.primary_mac", "%q is not a 48-bit MAC address", x.GetPrimaryMac())
+		return fieldErr("node.primary_mac", "%s is not a 48-bit MAC address", quote(x.GetPrimaryMac()))
 	}
 	if err := checkIPv4("node.primary_ip", x.GetPrimaryIp()); err != nil {
 		return err
@@ -151,7 +165,7 @@ func (x *NodeIdentity) Validate() error {
 	}
 	for i, c := range x.GetVpcCidrs() {
 		if p, err := netip.ParsePrefix(c); err != nil || !p.Addr().Is4() {
-			return fieldErr(fmt.Sprintf("node.vpc_cidrs[%d]", i), "%q is not an IPv4 CIDR", c)
+			return fieldErr(fmt.Sprintf("node.vpc_cidrs[%d]", i), "%s is not an IPv4 CIDR", quote(c))
 		}
 	}
 	return nil
@@ -241,7 +255,7 @@ func (x *AckReleaseRequest) Validate() error {
 		if id == "" {
 			return fieldErr("release_id", "required (the release_id of a proposal from WatchNode)")
 		}
-		return fieldErr("release_id", "%q is not a release ID", id)
+		return fieldErr("release_id", "%s is not a release ID", quote(id))
 	}
 	if err := checkAddrList("addresses", x.GetAddresses(), nil); err != nil {
 		return err

@@ -20,7 +20,7 @@ func (x *ChallengeRequest) Validate() error { return nil }
 // broker's to judge.
 func (x *AttestRequest) Validate() error {
 	checks := []struct {
-		field    string
+		field     string
 		n, lo, hi int
 	}{
 		{"document", len(x.GetDocument()), 1, maxIdentityDocument},

@@ -182,6 +182,14 @@ func (c *Client) DescribeInstanceTypes(ctx context.Context, names []string) (map
 // InstanceInfo is one instance as EC2 describes it.
 type InstanceInfo struct {
 	ID, Type, State, AZ, SubnetID string
+	// OwnerID is the account of the instance's reservation.
+	OwnerID string
+	VPCID   string
+	// PrimaryENI, PrimaryIP and SecurityGroups are those of the network
+	// interface at device index 0.
+	PrimaryENI     string
+	PrimaryIP      string
+	SecurityGroups []string
 }
 
 // DescribeInstances returns the given instances (all for no IDs). As with
@@ -215,24 +223,40 @@ func (c *Client) DescribeInstances(ctx context.Context, ids []string) ([]Instanc
 		}
 		for _, r := range page.Reservations {
 			for _, i := range r.Instances {
-				info := InstanceInfo{
-					ID:       aws.ToString(i.InstanceId),
-					Type:     string(i.InstanceType),
-					SubnetID: aws.ToString(i.SubnetId),
-				}
-				if i.State != nil {
-					info.State = string(i.State.Name)
-				}
-				if i.Placement != nil {
-					info.AZ = aws.ToString(i.Placement.AvailabilityZone)
-				}
-				out = append(out, info)
+				out = append(out, instanceInfo(aws.ToString(r.OwnerId), i))
 			}
 		}
 		if token = page.NextToken; aws.ToString(token) == "" {
 			return out, nil
 		}
 	}
+}
+
+func instanceInfo(owner string, i types.Instance) InstanceInfo {
+	info := InstanceInfo{
+		ID:       aws.ToString(i.InstanceId),
+		Type:     string(i.InstanceType),
+		SubnetID: aws.ToString(i.SubnetId),
+		VPCID:    aws.ToString(i.VpcId),
+		OwnerID:  owner,
+	}
+	if i.State != nil {
+		info.State = string(i.State.Name)
+	}
+	if i.Placement != nil {
+		info.AZ = aws.ToString(i.Placement.AvailabilityZone)
+	}
+	for _, n := range i.NetworkInterfaces {
+		if n.Attachment == nil || aws.ToInt32(n.Attachment.DeviceIndex) != 0 {
+			continue
+		}
+		info.PrimaryENI = aws.ToString(n.NetworkInterfaceId)
+		info.PrimaryIP = aws.ToString(n.PrivateIpAddress)
+		for _, g := range n.Groups {
+			info.SecurityGroups = append(info.SecurityGroups, aws.ToString(g.GroupId))
+		}
+	}
+	return info
 }
 
 func sortedKeys(m map[string]string) []string {

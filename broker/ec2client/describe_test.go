@@ -181,8 +181,26 @@ func TestDescribeSubnetsTypesInstances(t *testing.T) {
 		{ID: testInstance, Type: "c5.xlarge", State: "running", AZ: "us-east-1a", SubnetID: testSubnet},
 		{ID: testXen, Type: "t2.medium", State: "running", AZ: "us-east-1b", SubnetID: testSubnetB},
 	}
-	if !reflect.DeepEqual(insts, want) {
-		t.Errorf("instances = %+v, want %+v", insts, want)
+	// What the network interfaces add is checked against awssim's own
+	// record below; the rest must match exactly.
+	basic := make([]InstanceInfo, len(insts))
+	for i, in := range insts {
+		basic[i] = InstanceInfo{ID: in.ID, Type: in.Type, State: in.State, AZ: in.AZ, SubnetID: in.SubnetID}
+	}
+	if !reflect.DeepEqual(basic, want) {
+		t.Errorf("instances = %+v, want %+v", basic, want)
+	}
+	for _, in := range insts {
+		w, ok := sim.World().Instance(in.ID)
+		if !ok {
+			t.Fatalf("awssim has no %s", in.ID)
+		}
+		if in.OwnerID != sim.World().AccountID() || in.VPCID != w.VPCID || in.PrimaryIP != w.PrivateIP ||
+			in.PrimaryENI == "" || len(in.SecurityGroups) == 0 {
+			t.Errorf("instance %s: owner %q vpc %q primary %q %q groups %v; awssim: account %q vpc %q ip %q",
+				in.ID, in.OwnerID, in.VPCID, in.PrimaryENI, in.PrimaryIP, in.SecurityGroups,
+				sim.World().AccountID(), w.VPCID, w.PrivateIP)
+		}
 	}
 	all, err := c.DescribeInstances(ctx, nil)
 	if err != nil || len(all) != 2 {

@@ -16,7 +16,7 @@ import (
 	"github.com/allotnet/allot/awssim/scenario"
 	"github.com/allotnet/allot/broker/auth/devca"
 	"github.com/allotnet/allot/broker/ec2client"
-	"github.com/allotnet/allot/broker/etcdembed"
+	"github.com/allotnet/allot/broker/etcdembed/etcdembedtest"
 	"github.com/allotnet/allot/broker/instances"
 	"github.com/allotnet/allot/broker/ratelimit"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
@@ -113,7 +113,7 @@ func startEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := NewEtcdStore(etcdembed.StartForTest(t), "/allot/v1/test/")
+	st := NewEtcdStore(etcdembedtest.Start(t), "/allot/v1/test/")
 	signer := NewSigner(st, nil)
 	cache := instances.New(ec2c, 0, nil)
 	att, err := NewAttester(AttestConfig{

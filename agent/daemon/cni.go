@@ -28,7 +28,8 @@ func hostAttachment(a cniserver.Attachment) hostnet.Attachment {
 // fail with cniserver.ErrPoolEmpty ("try again later"). A retried ADD gets
 // the same address. If the pod can't be wired, what was set up is torn down
 // and the address goes back to the pool; if even the teardown fails, the
-// record stays for the DEL the runtime sends after a failed ADD.
+// record stays for the DEL the runtime sends after a failed ADD. An ADD of a
+// recorded attachment naming another netns is refused (ErrInvalidRequest).
 func (a *Agent) Add(ctx context.Context, req cniserver.Request) (res cniserver.AddResult, err error) {
 	if !a.ready.Load() {
 		return res, fmt.Errorf("add %s: %w", req.Attachment, cniserver.ErrNotReady)
@@ -51,6 +52,14 @@ func (a *Agent) Add(ctx context.Context, req cniserver.Request) (res cniserver.A
 		return res, fmt.Errorf("add %s: %w: %w", req.Attachment, cniserver.ErrInvalidRequest, err)
 	case err != nil:
 		return res, fmt.Errorf("add %s: %w", req.Attachment, err)
+	}
+	if al.Netns != "" && al.Netns != req.NetNS {
+		// The same attachment ADDed again naming another netns: CNI allows
+		// no second ADD without a DEL, and wiring it would pull the
+		// interface out of the pod that has it while the record kept
+		// naming that pod's netns. The runtime must DEL it first.
+		return res, fmt.Errorf("add %s: %w: the attachment is wired into netns %s, not %s; DEL it before adding it elsewhere",
+			req.Attachment, cniserver.ErrInvalidRequest, al.Netns, req.NetNS)
 	}
 
 	pc := a.podConfig(al, req.NetNS)

@@ -182,8 +182,9 @@ func (l *Linux) configureHostVeth(c PodConfig, host netlink.Link) error {
 }
 
 // configurePodSide gives the pod interface its /32 address (and no other),
-// a link route to the fake gateway, a default route through it, and a
-// permanent neighbour entry resolving the gateway to the host veth's MAC.
+// a link route to the fake gateway, a default route through it (both at the
+// interface's metric, see podRoutePriority), and a permanent neighbour entry
+// resolving the gateway to the host veth's MAC.
 func configurePodSide(podNL *netlink.Handle, pod netlink.Link, c PodConfig, hostMAC net.HardwareAddr) error {
 	if c.MTU != 0 && pod.Attrs().MTU != c.MTU {
 		if err := podNL.LinkSetMTU(pod, c.MTU); err != nil {
@@ -211,11 +212,15 @@ func configurePodSide(podNL *netlink.Handle, pod netlink.Link, c PodConfig, host
 		return fmt.Errorf("add address %s: %w", want, err)
 	}
 	idx := pod.Attrs().Index
+	prio, err := podRoutePriority(podNL, idx)
+	if err != nil {
+		return err
+	}
 	gw := PodGateway.AsSlice()
 	routes := []netlink.Route{
-		{LinkIndex: idx, Dst: host32(PodGateway), Scope: netlink.SCOPE_LINK},
+		{LinkIndex: idx, Dst: host32(PodGateway), Scope: netlink.SCOPE_LINK, Priority: prio},
 		{LinkIndex: idx, Dst: prefixToIPNet(netip.PrefixFrom(netip.IPv4Unspecified(), 0)), Gw: gw,
-			Scope: netlink.SCOPE_UNIVERSE},
+			Scope: netlink.SCOPE_UNIVERSE, Priority: prio},
 	}
 	for i := range routes {
 		if err := podNL.RouteReplace(&routes[i]); err != nil {

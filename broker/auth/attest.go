@@ -9,7 +9,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/allotnet/allot/broker/instances"
+	"github.com/allotnet/allot/broker/instanceview"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -17,10 +17,10 @@ import (
 
 // InstanceSource is what attestation asks EC2 (broker/instances' Cache).
 type InstanceSource interface {
-	Get(ctx context.Context, id string) (instances.Instance, error)
+	Get(ctx context.Context, id string) (instanceview.Instance, error)
 }
 
-var _ InstanceSource = (*instances.Cache)(nil)
+var _ InstanceSource = (*instanceview.Cache)(nil)
 
 // AttestConfig configures an Attester.
 type AttestConfig struct {
@@ -137,7 +137,7 @@ func (a *Attester) checkInstance(ctx context.Context, doc Document) error {
 	}
 	in, err := a.cfg.Instances.Get(ctx, doc.InstanceID)
 	switch {
-	case errors.Is(err, instances.ErrNotFound):
+	case errors.Is(err, instanceview.ErrNotFound):
 		return deny("EC2 does not know it in this broker's account and region")
 	case err != nil:
 		return status.Errorf(codes.Unavailable, "attestation: %v", err)

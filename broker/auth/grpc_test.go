@@ -17,7 +17,7 @@ import (
 	"github.com/allotnet/allot/broker/auth/devca"
 	"github.com/allotnet/allot/broker/ec2client"
 	"github.com/allotnet/allot/broker/etcdembed/etcdembedtest"
-	"github.com/allotnet/allot/broker/instances"
+	"github.com/allotnet/allot/broker/instanceview"
 	"github.com/allotnet/allot/broker/ratelimit"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 	"google.golang.org/grpc"
@@ -76,7 +76,7 @@ type env struct {
 	ca      *devca.CA
 	addr    string
 	reached *reached
-	cache   *instances.Cache
+	cache   *instanceview.Cache
 	store   *EtcdStore
 }
 
@@ -115,7 +115,7 @@ func startEnv(t *testing.T) *env {
 	}
 	st := NewEtcdStore(etcdembedtest.Start(t), "/allot/v1/test/")
 	signer := NewSigner(st, nil)
-	cache := instances.New(ec2c, 0, nil)
+	cache := instanceview.New(ec2c, 0, nil)
 	att, err := NewAttester(AttestConfig{
 		Certificates: certs, Region: "us-east-1", VPCIDs: []string{servedVPC},
 		Instances: cache, Store: st, Signer: signer,

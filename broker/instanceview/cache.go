@@ -1,10 +1,10 @@
-// Package instances is the broker's cached view of what EC2 says about the
+// Package instanceview is the broker's cached view of what EC2 says about the
 // instances it serves. Everything the broker takes as fact about a node
 // that EC2 can answer — its account, VPC, subnet, zone, type, primary
 // network interface and security groups — comes from here, never from the
 // node's own claims, and one DescribeInstances per node is enough for a
 // while: entries are refreshed when they age past the TTL.
-package instances
+package instanceview
 
 import (
 	"context"

@@ -15,8 +15,8 @@ import (
 
 // TestScale500Nodes runs 500 instances (500 IMDS listeners) and gives each
 // an extra ENI full of addresses from 50 concurrent clients, then checks
-// the account's books balance. It guards the O(small) handlers issue 7
-// relies on.
+// the account's books balance. It guards the O(small) handlers the burst
+// benchmark relies on.
 func TestScale500Nodes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("scale test")

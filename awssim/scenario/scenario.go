@@ -85,7 +85,7 @@ type Instance struct {
 	Tags             map[string]string `json:"tags,omitempty"`
 }
 
-// Throttle overrides the bucket table of DESIGN.md §3.
+// Throttle overrides EC2's bucket table (throttle.DefaultSpecs).
 type Throttle struct {
 	Disabled bool `json:"disabled,omitempty"`
 	// Buckets by bucket name (an action name, or "mutating", "describe",

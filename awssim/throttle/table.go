@@ -11,8 +11,9 @@ type Spec struct {
 	Refill   float64 `json:"refill"`
 }
 
-// Bucket names for the shared classes of DESIGN.md §3. Actions not in a class
-// have a bucket named after the action.
+// Bucket names for the classes of actions that share one of EC2's buckets
+// (docs/architecture.md, "EC2's limits"). Actions not in a class have a
+// bucket named after the action.
 const (
 	// ClassMutating is shared by AttachNetworkInterface and DetachNetworkInterface.
 	ClassMutating = "mutating"
@@ -24,7 +25,8 @@ const (
 	ClassDescribeUnfiltered = "describe-unfiltered"
 )
 
-// DefaultSpecs returns the bucket table of DESIGN.md §3, keyed by bucket name.
+// DefaultSpecs returns EC2's bucket table (docs/architecture.md, "EC2's
+// limits"), keyed by bucket name.
 func DefaultSpecs() map[string]Spec {
 	perAction := Spec{Capacity: 100, Refill: 5}
 	return map[string]Spec{

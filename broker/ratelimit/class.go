@@ -1,7 +1,8 @@
 // Package ratelimit keeps client-side token buckets that mirror EC2's request
-// throttling (DESIGN.md §3), so the broker never sends a call EC2 has no token
-// for. A share below 1 leaves room for other tools in the same account; a time
-// scale above 1 speeds refill up for simulations, exactly as awssim does.
+// throttling (docs/architecture.md, "EC2's limits"), so the broker never
+// sends a call EC2 has no token for. A share below 1 leaves room for other
+// tools in the same account; a time scale above 1 speeds refill up for
+// simulations, exactly as awssim does.
 package ratelimit
 
 import (
@@ -65,7 +66,8 @@ type Bucket struct {
 // special bucket for.
 var defaultBucket = Bucket{Size: 100, Refill: 5}
 
-// ec2Buckets is DESIGN.md §3's table: EC2's per-account, per-region buckets.
+// ec2Buckets are EC2's per-account, per-region buckets (docs/architecture.md,
+// "EC2's limits").
 var ec2Buckets = map[Class]Bucket{
 	CreateNetworkInterface:          {Size: 100, Refill: 5},
 	AssignPrivateIPAddresses:        {Size: 100, Refill: 5},

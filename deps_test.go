@@ -1,8 +1,9 @@
 // Package allot_test holds checks on the repository as a whole. The product
 // binaries (allot-broker, allotctl, allot-agent and the CNI plugin allot)
 // must link none of the code that only tests and benchmarks need: package
-// testing, the stand-in AWS, the benchmarks, and the fakes and harnesses kept
-// in packages whose name ends in "test".
+// testing, the stand-in AWS, the benchmarks, the harnesses, the development
+// certificate authority, and the fakes kept in packages whose name ends in
+// "test".
 package allot_test
 
 import (
@@ -42,6 +43,8 @@ func forbidden(pkg string) string {
 		return "a benchmark"
 	case elems[0] == "deploy" || slices.Contains(elems, "e2e"):
 		return "a test harness"
+	case rel == "broker/auth/devca":
+		return "the throwaway certificate authority of tests and the demo"
 	case strings.HasSuffix(path.Base(rel), "test"):
 		return "a test helper or fake"
 	}

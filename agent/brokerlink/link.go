@@ -51,10 +51,12 @@ type Config struct {
 	PrefixMode bool
 	// Targets are the warm-pool targets the demand is computed from.
 	Targets pool.Targets
-	// Limits are the instance type's ENI limits. Zero means unknown: they
-	// are then taken from the broker (max_enis and ipv4_per_eni of the
-	// registration answer and the watch stream), or approximated from
-	// max_addresses by a broker that sends none.
+	// Limits override the instance type's ENI limits. Zero means they
+	// are taken from the broker (max_enis and ipv4_per_eni of the
+	// registration answer and the watch stream), the one source of them:
+	// it reads them from EC2. Until the broker knows them, the warm
+	// targets ask for nothing (pool.Shortfall with no capacity); pods
+	// waiting are stated all the same.
 	Limits pool.Limits
 	// MTU is set on ENI links this link sets up.
 	MTU int
@@ -322,10 +324,6 @@ func (l *Link) register(ctx context.Context) (*allotv1.RegisterResponse, error) 
 	l.mu.Lock()
 	l.status.Connected, l.status.LastError = true, ""
 	l.status.MaxAddresses = int(resp.GetMaxAddresses())
-	if l.cfg.Limits == (pool.Limits{}) && resp.GetMaxAddresses() > 0 && (resp.GetMaxEnis() <= 0 || resp.GetIpv4PerEni() <= 0) {
-		// A broker that does not know (or send) the limits yet.
-		l.status.Limits = approxLimits(int(resp.GetMaxAddresses()), l.cfg.PrefixMode)
-	}
 	l.mu.Unlock()
 	l.learnLimits(resp.GetMaxEnis(), resp.GetIpv4PerEni())
 	return resp, nil
@@ -347,16 +345,4 @@ func (l *Link) learnLimits(maxENIs, ipv4PerENI int32) {
 		l.log.Info("instance limits from the broker", "max_enis", lim.MaxENIs, "ipv4_per_eni", lim.IPv4PerENI)
 		poke(l.recalc)
 	}
-}
-
-// approxLimits stands in for unknown instance limits with one ENI that
-// holds everything the broker says the node can hold: the capacity cap is
-// right, the warm-ENI step is not. Only for a broker that does not send
-// max_enis and ipv4_per_eni (or does not know them yet).
-func approxLimits(maxAddresses int, prefixMode bool) pool.Limits {
-	per := maxAddresses
-	if prefixMode {
-		per = maxAddresses / pool.PrefixSize
-	}
-	return pool.Limits{MaxENIs: 1, IPv4PerENI: per + 1}
 }

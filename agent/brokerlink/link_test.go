@@ -183,26 +183,6 @@ func TestAlreadyAnsweredReleaseReturnsAddresses(t *testing.T) {
 	}
 }
 
-func TestApproxLimits(t *testing.T) {
-	for _, tc := range []struct {
-		max    int
-		prefix bool
-		want   pool.Limits
-	}{
-		{42, false, pool.Limits{MaxENIs: 1, IPv4PerENI: 43}},
-		{672, true, pool.Limits{MaxENIs: 1, IPv4PerENI: 43}},
-	} {
-		l := approxLimits(tc.max, tc.prefix)
-		if l != tc.want {
-			t.Errorf("approxLimits(%d, %v) = %+v, want %+v", tc.max, tc.prefix, l, tc.want)
-		}
-		tg := pool.Targets{PrefixMode: tc.prefix}
-		if c := pool.Capacity(tg, l); c != tc.max {
-			t.Errorf("capacity under approximated limits %d, want the broker's %d", c, tc.max)
-		}
-	}
-}
-
 func TestNetDemand(t *testing.T) {
 	for _, tc := range []struct {
 		d           pool.Demand

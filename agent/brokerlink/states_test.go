@@ -42,8 +42,9 @@ func TestReleaseStatesSpareAcks(t *testing.T) {
 	}
 }
 
-// Limits the broker sends replace the approximation when none were
-// configured, and never override configured ones.
+// Limits come from the broker when none were configured, and never
+// override configured ones; a broker that does not know them yet (zero)
+// leaves them unknown.
 func TestLimitsFromBroker(t *testing.T) {
 	f := newFixture(t)
 	l := f.newLink()
@@ -52,10 +53,10 @@ func TestLimitsFromBroker(t *testing.T) {
 		t.Fatalf("configured limits changed to %+v", got)
 	}
 	l.cfg.Limits = pool.Limits{}
-	l.status.Limits = approxLimits(27, false)
+	l.status.Limits = pool.Limits{}
 	l.learnLimits(0, 0)
-	if got := l.Limits(); got != approxLimits(27, false) {
-		t.Fatalf("zero limits from the broker replaced the approximation: %+v", got)
+	if got := l.Limits(); got != (pool.Limits{}) {
+		t.Fatalf("zero limits from the broker became %+v", got)
 	}
 	l.learnLimits(4, 15)
 	if got := l.Limits(); got != (pool.Limits{MaxENIs: 4, IPv4PerENI: 15}) {

@@ -50,9 +50,10 @@ type Config struct {
 	// defaults apply (one warm ENI, or one warm prefix). PrefixMode is set
 	// from Mode.
 	Warm pool.Targets
-	// Limits overrides the instance type's ENI limits. Zero means the
-	// built-in table of instance types (KnownLimits), then what the broker
-	// reports at registration.
+	// Limits overrides the instance type's ENI limits. Zero means what the
+	// broker reports (it reads them from EC2 with DescribeInstanceTypes);
+	// until it does, the pool asks for no warm addresses, only for pods
+	// waiting.
 	Limits pool.Limits
 	// Cooldown is how long a freed address rests before reuse; 0 means
 	// 30 s (pool.DefaultCooldown), negative means none.

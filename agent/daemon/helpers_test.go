@@ -16,6 +16,7 @@ import (
 	"github.com/allotnet/allot/agent/cniserver"
 	"github.com/allotnet/allot/agent/hostnet/hostnettest"
 	"github.com/allotnet/allot/agent/identity"
+	"github.com/allotnet/allot/agent/pool"
 	"github.com/allotnet/allot/awssim"
 	"github.com/allotnet/allot/awssim/scenario"
 )
@@ -91,9 +92,14 @@ type agentRun struct {
 	once   sync.Once
 }
 
-// start starts an agent over net and waits until it serves.
+// start starts an agent over net and waits until it serves. The fake
+// broker sends no instance limits, so unless cfg sets them, the agent is
+// given c5.xlarge's, as the real broker would tell it.
 func (e *env) start(cfg Config, net *hostnettest.Recorder) *agentRun {
 	e.t.Helper()
+	if cfg.Limits == (pool.Limits{}) {
+		cfg.Limits = pool.Limits{MaxENIs: 4, IPv4PerENI: 15}
+	}
 	a, err := New(cfg, Deps{IMDS: e.imds, Network: net, Broker: e.broker.Client(), Logger: testLogger(e.t)})
 	if err != nil {
 		e.t.Fatal(err)

@@ -74,12 +74,8 @@ func (a *Agent) start(ctx context.Context) error {
 	}
 	a.restorePods()
 
-	limits := a.cfg.Limits
-	if limits == (pool.Limits{}) {
-		limits, _ = KnownLimits(id.InstanceType)
-	}
 	a.link, err = brokerlink.New(brokerlink.Config{
-		Identity: id, PrefixMode: a.cfg.Mode == ModePrefix, Targets: a.cfg.Warm, Limits: limits, MTU: a.cfg.MTU,
+		Identity: id, PrefixMode: a.cfg.Mode == ModePrefix, Targets: a.cfg.Warm, Limits: a.cfg.Limits, MTU: a.cfg.MTU,
 		PreparedENIs: prepared, OnENIReady: a.onENIReady,
 		UsageInterval: a.cfg.UsageInterval, HeartbeatInterval: a.cfg.HeartbeatInterval,
 		DemandInterval: a.cfg.DemandInterval, ConfirmInterval: a.cfg.ConfirmInterval, Logger: a.deps.Logger,

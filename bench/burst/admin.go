@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/allotnet/allot/agent/pool"
 	"github.com/allotnet/allot/awssim"
 	"github.com/allotnet/allot/awssim/world"
 )
@@ -81,4 +82,12 @@ func (a *admin) ENIs(ctx context.Context) ([]world.NetworkInterface, error) {
 func (a *admin) Subnets(ctx context.Context) ([]world.Subnet, error) {
 	var out []world.Subnet
 	return out, a.do(ctx, http.MethodGet, "/v1/subnets", &out)
+}
+
+// catalogLimits returns the stand-in EC2's ENI limits of an instance type,
+// for the fleets' own bookkeeping before awssim runs; the agents learn
+// theirs from the broker, which reads them with DescribeInstanceTypes.
+func catalogLimits(instanceType string) (pool.Limits, bool) {
+	t, ok := world.DefaultInstanceTypes()[instanceType]
+	return pool.Limits{MaxENIs: t.MaxENIs, IPv4PerENI: t.IPv4PerENI}, ok
 }

@@ -52,7 +52,7 @@ type allotFleet struct {
 
 // newAllotFleet returns an empty fleet; join adds nodes to it.
 func newAllotFleet(ctx context.Context, cfg Config, mode daemon.Mode, brokerAddr, dir string) (*allotFleet, error) {
-	limits, ok := daemon.KnownLimits(cfg.InstanceType)
+	limits, ok := catalogLimits(cfg.InstanceType)
 	if !ok {
 		return nil, fmt.Errorf("instance type %s: limits unknown to the agent", cfg.InstanceType)
 	}

@@ -30,7 +30,7 @@ type ipamdFleet struct {
 
 // newIPAMDFleet returns an empty baseline fleet; join adds nodes to it.
 func newIPAMDFleet(ctx context.Context, cfg Config, mode daemon.Mode, ec2URL string) (*ipamdFleet, error) {
-	limits, ok := daemon.KnownLimits(cfg.InstanceType)
+	limits, ok := catalogLimits(cfg.InstanceType)
 	if !ok {
 		return nil, fmt.Errorf("instance type %s: limits unknown", cfg.InstanceType)
 	}

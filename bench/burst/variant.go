@@ -31,7 +31,7 @@ type fleet interface {
 // asked for, and at least as many as their addresses need (with room for
 // /28 alignment in prefix mode).
 func subnetsFor(cfg Config) int {
-	l, _ := daemon.KnownLimits(cfg.InstanceType)
+	l, _ := catalogLimits(cfg.InstanceType)
 	perNode := l.MaxENIs * l.IPv4PerENI
 	if pfx := (cfg.PodsPerNode/16 + 3) * 16 * 2; pfx > perNode {
 		perNode = pfx

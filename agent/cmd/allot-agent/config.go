@@ -64,7 +64,7 @@ func parseFlagsEnv(args []string, stderr io.Writer, lookup func(string) (string,
 	fs.IntVar(&a.Warm.WarmPrefixes, "warm-prefix-target", 0, "WARM_PREFIX_TARGET: free /28 prefixes (prefix mode; default 1 when no target is set)")
 	fs.IntVar(&a.Warm.MaxENIs, "max-enis", 0, "MAX_ENI: cap on ENIs below the instance type's limit (0: the type's)")
 	fs.IntVar(&a.Warm.MaxPods, "max-pods", 0, "stop growing the pool once it holds this many addresses (0: no cap)")
-	fs.IntVar(&a.Limits.MaxENIs, "instance-max-enis", 0, "override the instance type's ENI limit (0: built-in table, then the broker)")
+	fs.IntVar(&a.Limits.MaxENIs, "instance-max-enis", 0, "override the instance type's ENI limit (0: as the broker reads it from EC2)")
 	fs.IntVar(&a.Limits.IPv4PerENI, "instance-ipv4-per-eni", 0, "override the instance type's IPv4 addresses per ENI, primary included")
 
 	fs.DurationVar(&a.Cooldown, "cooldown", pool.DefaultCooldown, "how long a freed pod address rests before reuse")

@@ -3,16 +3,15 @@ package brokerlink
 import (
 	"errors"
 
-	"github.com/allotnet/allot/broker/errs"
-	"github.com/allotnet/allot/broker/server/rpcerr"
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 )
 
-// The broker's answers are decoded by rpcerr, the one table between its
-// domain errors and gRPC codes; rpcerr and broker/errs link no etcd, so
-// the agent stays free of the broker's store.
+// The broker's answers are decoded by rpcerr, the API's one table between
+// domain errors and gRPC codes; it lives beside the protos, so the agent
+// links nothing of the broker.
 
 // isNotFound: the broker has no such record (a withdrawn release).
-func isNotFound(err error) bool { return errors.Is(rpcerr.Error(err), errs.ErrNotFound) }
+func isNotFound(err error) bool { return errors.Is(rpcerr.Error(err), rpcerr.ErrNotFound) }
 
 // isWrongState: the broker's record already holds a different answer.
-func isWrongState(err error) bool { return errors.Is(rpcerr.Error(err), errs.ErrWrongState) }
+func isWrongState(err error) bool { return errors.Is(rpcerr.Error(err), rpcerr.ErrWrongState) }

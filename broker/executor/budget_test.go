@@ -10,13 +10,14 @@ import (
 	"github.com/allotnet/allot/broker/executor"
 	"github.com/allotnet/allot/broker/planner"
 	"github.com/allotnet/allot/broker/store"
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 )
 
 // budgetRefusal waits until the engine reports the node's demand unmet for
 // lack of budget and returns that error.
-func budgetRefusal(t *testing.T, r *running, node string) *store.BudgetError {
+func budgetRefusal(t *testing.T, r *running, node string) *rpcerr.BudgetError {
 	t.Helper()
-	var be *store.BudgetError
+	var be *rpcerr.BudgetError
 	waitFor(t, "a budget refusal for "+node, 20*time.Second, func() (bool, error) {
 		err := r.eng.Unmet()[node]
 		return errors.As(err, &be), err

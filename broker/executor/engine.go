@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/allotnet/allot/broker/planner"
-	"github.com/allotnet/allot/broker/store"
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 )
 
 // Config is everything the engine needs; main builds it.
@@ -221,7 +221,7 @@ func New(cfg Config) *Engine {
 // Run resolves the open intents, then plans and carries out actions until
 // ctx ends (leadership lost or shutdown). It returns nil when ctx ends and an
 // error only when it cannot go on: a test hook crashed it, or the store
-// refused a fenced write (store.ErrNotLeader: this broker was deposed). Run must not
+// refused a fenced write (rpcerr.ErrNotLeader: this broker was deposed). Run must not
 // be called twice at once.
 func (e *Engine) Run(ctx context.Context) error {
 	if e.cfg.Cluster == "" || e.cfg.Store == nil || e.ec2 == nil {
@@ -271,7 +271,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		}
 	}
 	wg.Wait()
-	if cause := context.Cause(ctx); errors.Is(cause, ErrInjectedCrash) || errors.Is(cause, store.ErrNotLeader) {
+	if cause := context.Cause(ctx); errors.Is(cause, ErrInjectedCrash) || errors.Is(cause, rpcerr.ErrNotLeader) {
 		return cause
 	}
 	return nil
@@ -315,7 +315,7 @@ func (e *Engine) crashAfter(rs *runState, action string) bool {
 }
 
 // Unmet returns, per node, why its demand is not being met now: a
-// *store.BudgetError when its subnet's budget refused, or another error. The
+// *rpcerr.BudgetError when its subnet's budget refused, or another error. The
 // server reports these to agents and allotctl.
 func (e *Engine) Unmet() map[string]error {
 	e.mu.Lock()

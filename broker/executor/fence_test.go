@@ -8,12 +8,13 @@ import (
 
 	"github.com/allotnet/allot/broker/executor"
 	"github.com/allotnet/allot/broker/store"
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 )
 
 // TestDeposedEngineStops: an engine whose context carries a fence on an
 // election key it no longer holds (its lease ended before the keepalive
 // noticed) has its first write refused, calls EC2 for nothing, and Run
-// returns store.ErrNotLeader on its own.
+// returns rpcerr.ErrNotLeader on its own.
 func TestDeposedEngineStops(t *testing.T) {
 	e := newEnv(t, envOpts{nodes: 1})
 	inst := e.insts[0]
@@ -34,7 +35,7 @@ func TestDeposedEngineStops(t *testing.T) {
 	go func() { done <- eng.Run(runCtx) }()
 	select {
 	case err := <-done:
-		if !errors.Is(err, store.ErrNotLeader) {
+		if !errors.Is(err, rpcerr.ErrNotLeader) {
 			t.Fatalf("Run returned %v, want ErrNotLeader", err)
 		}
 	case <-time.After(30 * time.Second):

@@ -11,6 +11,7 @@ import (
 	"github.com/allotnet/allot/broker/ec2client"
 	"github.com/allotnet/allot/broker/planner"
 	"github.com/allotnet/allot/broker/store"
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 )
 
 // Intent ID prefixes say which part of the leader wrote an intent, so the
@@ -49,7 +50,7 @@ func (e *Engine) begin(ctx context.Context, rs *runState, in store.Intent) (stor
 	if err != nil {
 		e.own(rs, in.ID, false)
 		e.stopIfDeposed(rs, err)
-		var be *store.BudgetError
+		var be *rpcerr.BudgetError
 		if errors.As(err, &be) {
 			e.count(func(s *Stats) { s.BudgetRefused++ })
 			e.setUnmet(rs, in.InstanceID, be)
@@ -63,7 +64,7 @@ func (e *Engine) begin(ctx context.Context, rs *runState, in store.Intent) (stor
 // broker no longer holds its election key: another replica may lead, and
 // nothing more may be written or sent to EC2.
 func (e *Engine) stopIfDeposed(rs *runState, err error) {
-	if errors.Is(err, store.ErrNotLeader) {
+	if errors.Is(err, rpcerr.ErrNotLeader) {
 		e.log.Error("lost leadership: store refused a fenced write; stopping", "err", err)
 		rs.cancel(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/allotnet/allot/broker/ec2client"
 	"github.com/allotnet/allot/broker/planner"
 	"github.com/allotnet/allot/broker/store"
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 )
 
 // resolveAll resolves, before anything is planned, every intent a previous
@@ -133,7 +134,7 @@ func (e *Engine) resolve(ctx context.Context, rs *runState, in store.Intent) err
 	// The list it came from may be stale: act only on an intent still open.
 	cur, err := e.st.GetIntent(ctx, in.ID)
 	switch {
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, rpcerr.ErrNotFound):
 		return errClosed
 	case err != nil:
 		return fmt.Errorf("read intent: %w", err)
@@ -189,7 +190,7 @@ func (e *Engine) resolveCreate(ctx context.Context, rs *runState, in store.Inten
 		return e.st.FailIntent(ctx, in.ID, errors.New("no ENI carries the intent's client token: the create did not happen"))
 	default:
 		n, err := e.st.GetNode(ctx, in.InstanceID)
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
+		if err != nil && !errors.Is(err, rpcerr.ErrNotFound) {
 			return fmt.Errorf("read node %s: %w", in.InstanceID, err)
 		}
 		x, err = e.ec2.CreateENI(ctx, e.createInput(in, n.SecurityGroups))
@@ -285,7 +286,7 @@ func (e *Engine) resolveUnassign(ctx context.Context, in store.Intent) error {
 		return err
 	}
 	if in.ReleaseID != "" && len(gone) == len(in.Addresses) && len(goneP) == len(in.Prefixes) {
-		if err := e.st.FinishRelease(ctx, in.ReleaseID); err != nil && !errors.Is(err, store.ErrNotFound) {
+		if err := e.st.FinishRelease(ctx, in.ReleaseID); err != nil && !errors.Is(err, rpcerr.ErrNotFound) {
 			return fmt.Errorf("finish release %s: %w", in.ReleaseID, err)
 		}
 	}
@@ -315,7 +316,7 @@ func (e *Engine) resolveDelete(ctx context.Context, in store.Intent) error {
 		return e.st.FailIntent(ctx, in.ID, fmt.Errorf("ENI %s still exists", in.ENIID))
 	}
 	err = e.st.CompleteDelete(ctx, in.ID, in.ENIID)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, rpcerr.ErrNotFound) {
 		// A leaked ENI the reconciler collected never had a record.
 		return e.st.FailIntent(ctx, in.ID, fmt.Errorf("ENI %s deleted; it had no record", in.ENIID))
 	}

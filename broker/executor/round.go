@@ -9,6 +9,7 @@ import (
 
 	"github.com/allotnet/allot/broker/planner"
 	"github.com/allotnet/allot/broker/store"
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 )
 
 // Task kinds, as counted in Stats.
@@ -340,7 +341,7 @@ func mode(m string) planner.Mode {
 func unmetError(n planner.Node, sf planner.Shortfall, sn store.Subnet) error {
 	switch sf.Reason {
 	case planner.BudgetExhausted:
-		return &store.BudgetError{SubnetID: n.SubnetID, Limit: sn.Limit(), Use: sn.Attached + sn.Reserved, Requested: int64(sf.Addresses)}
+		return &rpcerr.BudgetError{SubnetID: n.SubnetID, Limit: sn.Limit(), Use: sn.Attached + sn.Reserved, Requested: int64(sf.Addresses)}
 	case planner.NodeFull:
 		return &reasoned{store.UnmetNodeFull, fmt.Errorf("node %s is full: %d addresses short (max %d ENIs of %d addresses)",
 			n.InstanceID, sf.Addresses, n.Limits.MaxENIs, n.Limits.IPv4PerENI)}
@@ -366,7 +367,7 @@ func (e *Engine) setUnmet(rs *runState, node string, err error) {
 		return
 	}
 	rs.reported[node] = key
-	var be *store.BudgetError
+	var be *rpcerr.BudgetError
 	if errors.As(err, &be) {
 		e.log.Warn("demand unmet: subnet budget exhausted", "instance", node, "subnet", be.SubnetID,
 			"limit", be.Limit, "use", be.Use, "requested", be.Requested)
@@ -376,7 +377,7 @@ func (e *Engine) setUnmet(rs *runState, node string, err error) {
 }
 
 func reasonKey(err error) string {
-	var be *store.BudgetError
+	var be *rpcerr.BudgetError
 	if errors.As(err, &be) {
 		return "budget:" + be.SubnetID
 	}

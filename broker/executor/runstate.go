@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/allotnet/allot/broker/ratelimit"
-	"github.com/allotnet/allot/broker/store"
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 )
 
 // runState is what one Run keeps in memory. All of it can be lost: it only
@@ -110,7 +110,7 @@ func (e *Engine) work(ctx context.Context, rs *runState) {
 		case ctx.Err() != nil:
 		case errors.Is(err, errWait):
 			rs.backoff[t.node] = backoff{until: now.Add(e.cfg.FailureBackoff)}
-		case errors.Is(err, store.ErrBudgetExceeded):
+		case errors.Is(err, rpcerr.ErrBudgetExceeded):
 			// No backoff: the next plan sees the budget as it is.
 			e.stats.Failed[t.kind]++
 		case err != nil:

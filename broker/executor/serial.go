@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/allotnet/allot/broker/store"
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 )
 
 // serialStore lets only one of the engine's writes that change a subnet's
@@ -68,7 +69,7 @@ func (s *serialStore) remember(id, subnet string) {
 // closed forgets a finished intent (one the store says is no longer open
 // counts too).
 func (s *serialStore) closed(id string, err error) error {
-	if err == nil || errors.Is(err, store.ErrWrongState) {
+	if err == nil || errors.Is(err, rpcerr.ErrWrongState) {
 		s.mu.Lock()
 		delete(s.subnetOf, id)
 		delete(s.open, id)

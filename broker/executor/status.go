@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/allotnet/allot/broker/store"
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 )
 
 // StatusStore is the optional part of Store through which the engine
@@ -44,7 +45,7 @@ type published struct {
 // unmetStatus returns the reason and message err is published under; ok is
 // false for a transient reason.
 func unmetStatus(err error) (reason, message string, ok bool) {
-	var be *store.BudgetError
+	var be *rpcerr.BudgetError
 	if errors.As(err, &be) {
 		return store.UnmetBudget, be.Error(), true
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/allotnet/allot/broker/executor"
 	"github.com/allotnet/allot/broker/store"
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 )
 
 // TestUnmetStatusPublished: a budget refusal is written to the node's
@@ -31,7 +32,7 @@ func TestUnmetStatusPublished(t *testing.T) {
 	var st store.NodeStatus
 	waitFor(t, "a published budget status", 20*time.Second, func() (bool, error) {
 		st, err = e.st.GetNodeStatus(ctx, inst.ID)
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, rpcerr.ErrNotFound) {
 			return false, nil
 		}
 		return err == nil, err
@@ -56,6 +57,6 @@ func TestUnmetStatusPublished(t *testing.T) {
 	e.demand(t, inst.ID, 0, 0)
 	waitFor(t, "the status cleared", 20*time.Second, func() (bool, error) {
 		_, err := e.st.GetNodeStatus(ctx, inst.ID)
-		return errors.Is(err, store.ErrNotFound), nil
+		return errors.Is(err, rpcerr.ErrNotFound), nil
 	})
 }

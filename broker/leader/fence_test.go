@@ -11,6 +11,7 @@ import (
 	"github.com/allotnet/allot/broker/etcdembed"
 	"github.com/allotnet/allot/broker/etcdembed/etcdembedtest"
 	"github.com/allotnet/allot/broker/store"
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -110,10 +111,10 @@ func TestDeposedLeaderCannotBeginIntent(t *testing.T) {
 	// for the moment before its keepalive cancels the term).
 	aStale := store.WithFence(ctx, fa.Key, fa.Rev)
 	_, err := a.st.BeginIntent(aStale, intent("int-a-2"))
-	if !errors.Is(err, store.ErrNotLeader) {
+	if !errors.Is(err, rpcerr.ErrNotLeader) {
 		t.Fatalf("deposed leader's BeginIntent: got %v, want ErrNotLeader", err)
 	}
-	if _, err := a.st.GetIntent(ctx, "int-a-2"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := a.st.GetIntent(ctx, "int-a-2"); !errors.Is(err, rpcerr.ErrNotFound) {
 		t.Fatalf("refused intent: GetIntent = %v, want ErrNotFound (nothing written)", err)
 	}
 	sn, err := a.st.GetSubnet(ctx, "subnet-1")

@@ -166,7 +166,7 @@ func (e *Elector) term(ctx context.Context, log *slog.Logger, fn func(ctx contex
 
 	// Fence every store write of this term on our election key: should the
 	// lease expire before the keepalive notices and cancels leadCtx, the
-	// store refuses the writes (store.ErrNotLeader) instead of letting
+	// store refuses the writes (rpcerr.ErrNotLeader) instead of letting
 	// two leaders write intents at once.
 	fence := store.Fence{Key: el.Key(), Rev: el.Rev()}
 	e.mu.Lock()

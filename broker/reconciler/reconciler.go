@@ -19,6 +19,7 @@ import (
 
 	"github.com/allotnet/allot/broker/ec2client"
 	"github.com/allotnet/allot/broker/store"
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 )
 
 // Store is the part of the broker's etcd store the reconciler uses.
@@ -131,7 +132,7 @@ func New(cfg Config) *Reconciler {
 
 // Run makes a pass now and then every Interval until ctx ends; it returns
 // nil then. Failed passes are logged and retried at the next tick, except
-// that a write refused by the leadership fence (store.ErrNotLeader) ends Run
+// that a write refused by the leadership fence (rpcerr.ErrNotLeader) ends Run
 // with that error.
 func (r *Reconciler) Run(ctx context.Context) error {
 	if r.cfg.Cluster == "" || r.cfg.Store == nil || r.cfg.EC2 == nil {
@@ -141,7 +142,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	defer t.Stop()
 	for {
 		if _, err := r.Pass(ctx); err != nil && ctx.Err() == nil {
-			if errors.Is(err, store.ErrNotLeader) {
+			if errors.Is(err, rpcerr.ErrNotLeader) {
 				// Deposed: another replica may lead; stop writing.
 				return fmt.Errorf("reconciler: %w", err)
 			}

@@ -9,6 +9,7 @@ import (
 	"github.com/allotnet/allot/broker/executor"
 	"github.com/allotnet/allot/broker/reconciler"
 	"github.com/allotnet/allot/broker/store"
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 )
 
 // TestLeakedENICollection: only an available ENI carrying our cluster and
@@ -120,7 +121,7 @@ func TestMissingENIRecordForgotten(t *testing.T) {
 	if a := action(rep, reconciler.KindMissingENI, x.ID); a != reconciler.ActionForgotten {
 		t.Fatalf("second pass: %q, want forgotten: %+v", a, rep.Findings)
 	}
-	if _, err := e.st.GetENI(ctx, x.ID); !errors.Is(err, store.ErrNotFound) {
+	if _, err := e.st.GetENI(ctx, x.ID); !errors.Is(err, rpcerr.ErrNotFound) {
 		t.Errorf("record still there: %v", err)
 	}
 	e.checkAccounts(t)
@@ -162,7 +163,7 @@ func TestGoneInstanceReleased(t *testing.T) {
 	if e.exists(withoutDoT.ID) {
 		t.Errorf("available ENI %s of the gone instance still exists", withoutDoT.ID)
 	}
-	if _, err := e.st.GetNode(ctx, gone); !errors.Is(err, store.ErrNotFound) {
+	if _, err := e.st.GetNode(ctx, gone); !errors.Is(err, rpcerr.ErrNotFound) {
 		t.Errorf("node %s still registered: %v", gone, err)
 	}
 	enis, _ := e.st.ListENIs(ctx)

@@ -9,6 +9,7 @@ import (
 	"github.com/allotnet/allot/broker/ec2client"
 	"github.com/allotnet/allot/broker/executor"
 	"github.com/allotnet/allot/broker/store"
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 )
 
 // unknownInstance stands in for the node of a leaked ENI that lost its
@@ -153,7 +154,7 @@ func (r *Reconciler) claimedNow(ctx context.Context, x ec2client.ENIInfo) (bool,
 	switch {
 	case err == nil:
 		return true, nil
-	case !errors.Is(err, store.ErrNotFound):
+	case !errors.Is(err, rpcerr.ErrNotFound):
 		return false, err
 	}
 	open, err := r.cfg.Store.ListOpenIntents(ctx)
@@ -266,7 +267,7 @@ func (r *Reconciler) releaseGone(ctx context.Context, o *observation, f *Finding
 	if !done {
 		return ActionFailed
 	}
-	if err := r.cfg.Store.DeleteNode(ctx, id); err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err := r.cfg.Store.DeleteNode(ctx, id); err != nil && !errors.Is(err, rpcerr.ErrNotFound) {
 		r.log.Warn("removing node of gone instance", "instance", id, "err", err)
 		return ActionFailed
 	}

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/allotnet/allot/broker/store"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 )
 
 // budgetService answers capacity planners from the store's records; the
@@ -36,7 +36,7 @@ func findBudget(v *view, id string) (*allotv1.SubnetBudget, error) {
 		}
 	}
 	return nil, fmt.Errorf("subnet %s has no budget record (the broker records a subnet when a node in it registers): %w",
-		id, store.ErrNotFound)
+		id, rpcerr.ErrNotFound)
 }
 
 // ListSubnetBudgets returns every subnet's figures, sorted by subnet ID.

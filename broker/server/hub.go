@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/allotnet/allot/broker/server/rpcerr"
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 )
 
 // errShuttingDown ends streams when the server stops; clients reconnect,

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/allotnet/allot/broker/server/rpcerr"
 	"github.com/allotnet/allot/broker/store"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 	"google.golang.org/grpc/codes"
 )
 

@@ -6,7 +6,7 @@ import (
 	"runtime/debug"
 	"slices"
 
-	"github.com/allotnet/allot/broker/server/rpcerr"
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/validator"

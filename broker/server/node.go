@@ -11,6 +11,7 @@ import (
 
 	"github.com/allotnet/allot/broker/store"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -136,7 +137,7 @@ func (s *nodeService) applyLimits(ctx context.Context, n *store.Node, maxENIs in
 		if ok {
 			if n.Mode == modePrefix && !l.PrefixCapable {
 				return fmt.Errorf("register %s: instance type %s cannot take /28 prefixes (not Nitro); use secondary-IP mode: %w",
-					n.InstanceID, n.InstanceType, store.ErrInvalid)
+					n.InstanceID, n.InstanceType, rpcerr.ErrInvalid)
 			}
 			n.MaxENIs, n.IPv4PerENI = l.MaxENIs, l.IPv4PerENI
 		}
@@ -207,9 +208,9 @@ func (s *nodeService) checkOwned(ctx context.Context, id string, lists ...[]stri
 				return fmt.Errorf("report usage of %s: list enis: %w", id, err)
 			}
 			if e, ok := newAddrIndex(all).owner(a); ok {
-				return fmt.Errorf("address %s is on %s of node %s, not on node %s: %w", a, e.ID, e.InstanceID, id, store.ErrNotOwner)
+				return fmt.Errorf("address %s is on %s of node %s, not on node %s: %w", a, e.ID, e.InstanceID, id, rpcerr.ErrNotOwner)
 			}
-			return fmt.Errorf("address %s is on none of node %s's ENIs in the broker's records: %w", a, id, store.ErrNotOwner)
+			return fmt.Errorf("address %s is on none of node %s's ENIs in the broker's records: %w", a, id, rpcerr.ErrNotOwner)
 		}
 	}
 	return nil
@@ -325,7 +326,7 @@ func (s *nodeService) registered(ctx context.Context, id string) error {
 	}
 	if _, err := s.st.GetNode(ctx, id); err != nil {
 		if isNotFound(err) {
-			return fmt.Errorf("node %s is not registered; call Register first: %w", id, store.ErrNotFound)
+			return fmt.Errorf("node %s is not registered; call Register first: %w", id, rpcerr.ErrNotFound)
 		}
 		return fmt.Errorf("look up node %s: %w", id, err)
 	}

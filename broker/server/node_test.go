@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/allotnet/allot/broker/server/rpcerr"
 	"github.com/allotnet/allot/broker/store"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 )
@@ -97,8 +97,8 @@ func TestInvalidRequestsAreInvalidArgument(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.call()
 			wantCode(t, err, codes.InvalidArgument, tc.fragments...)
-			if !errors.Is(rpcerr.Error(err), store.ErrInvalid) {
-				t.Fatalf("client side %v is not store.ErrInvalid", rpcerr.Error(err))
+			if !errors.Is(rpcerr.Error(err), rpcerr.ErrInvalid) {
+				t.Fatalf("client side %v is not rpcerr.ErrInvalid", rpcerr.Error(err))
 			}
 		})
 	}
@@ -181,14 +181,14 @@ func TestNodeCannotClaimAnotherNodesAddresses(t *testing.T) {
 	_, err := e.node.ReportUsage(ctx, &allotv1.ReportUsageRequest{InstanceId: node1, Seq: 1,
 		Assigned: []string{"10.0.1.21", "10.0.1.31"}})
 	wantCode(t, err, codes.FailedPrecondition, "10.0.1.31", node2, "eni-00000021")
-	if !errors.Is(rpcerr.Error(err), store.ErrNotOwner) {
+	if !errors.Is(rpcerr.Error(err), rpcerr.ErrNotOwner) {
 		t.Fatalf("client side %v is not ErrNotOwner", rpcerr.Error(err))
 	}
 	_, err = e.node.ReportUsage(ctx, &allotv1.ReportUsageRequest{InstanceId: node1, Seq: 1, Free: []string{"10.0.9.9"}})
 	wantCode(t, err, codes.FailedPrecondition, "10.0.9.9", "none of node "+node1)
 
 	// Nothing of the refused reports was recorded.
-	if _, err := e.st.GetUsage(ctx, node1); !errors.Is(err, store.ErrNotFound) {
+	if _, err := e.st.GetUsage(ctx, node1); !errors.Is(err, rpcerr.ErrNotFound) {
 		t.Fatalf("usage recorded after refusals: %v", err)
 	}
 
@@ -226,7 +226,7 @@ func TestNodeCannotAckAnotherNodesRelease(t *testing.T) {
 	_, err = e.node.AckRelease(ctx, &allotv1.AckReleaseRequest{InstanceId: node1, ReleaseId: rel.ID,
 		Addresses: []string{"10.0.1.32"}})
 	wantCode(t, err, codes.FailedPrecondition, rel.ID)
-	if !errors.Is(rpcerr.Error(err), store.ErrNotOwner) {
+	if !errors.Is(rpcerr.Error(err), rpcerr.ErrNotOwner) {
 		t.Fatalf("client side %v is not ErrNotOwner", rpcerr.Error(err))
 	}
 	// The owner may not slip in an address that was not proposed.

@@ -11,6 +11,7 @@ import (
 	"github.com/allotnet/allot/awssim/scenario"
 	"github.com/allotnet/allot/broker/store"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -56,7 +57,7 @@ func TestWatchNodeSendsUnmetStatus(t *testing.T) {
 			}
 			break
 		}
-		if !errors.Is(err, store.ErrNotFound) {
+		if !errors.Is(err, rpcerr.ErrNotFound) {
 			t.Fatal(err)
 		}
 		// The engine records a subnet when a node with demand needs it.

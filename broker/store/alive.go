@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -26,7 +27,7 @@ func (s *Store) KeepAlive(ctx context.Context, instanceID string, ttl time.Durat
 		return err
 	}
 	if ttl < time.Second {
-		return fmt.Errorf("keepalive of %s: ttl %s is under 1s: %w", instanceID, ttl, ErrInvalid)
+		return fmt.Errorf("keepalive of %s: ttl %s is under 1s: %w", instanceID, ttl, rpcerr.ErrInvalid)
 	}
 	s.mu.Lock()
 	l, ok := s.leases[instanceID]

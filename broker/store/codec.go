@@ -3,6 +3,7 @@ package store
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 )
 
 // record is implemented by every value type kept in etcd.
@@ -48,19 +49,19 @@ func (r *Release) setRev(rev int64)  { r.Rev = rev }
 
 // decode parses one stored value into dst. Anything that does not decode,
 // carries another schema version, or names a different id than its key is
-// ErrCorrupt naming the key: a broker must never act on a guess.
+// rpcerr.ErrCorrupt naming the key: a broker must never act on a guess.
 func decode[P interface {
 	*T
 	record
 }, T any](key string, value []byte, modRev int64, wantID string, dst P) error {
 	if err := json.Unmarshal(value, dst); err != nil {
-		return fmt.Errorf("%w: key %s: %v", ErrCorrupt, key, err)
+		return fmt.Errorf("%w: key %s: %v", rpcerr.ErrCorrupt, key, err)
 	}
 	if v := dst.schema(); v != SchemaVersion {
-		return fmt.Errorf("%w: key %s: schema version %d, this broker reads %d", ErrCorrupt, key, v, SchemaVersion)
+		return fmt.Errorf("%w: key %s: schema version %d, this broker reads %d", rpcerr.ErrCorrupt, key, v, SchemaVersion)
 	}
 	if got := dst.recordID(); got != wantID {
-		return fmt.Errorf("%w: key %s: record names id %q", ErrCorrupt, key, got)
+		return fmt.Errorf("%w: key %s: record names id %q", rpcerr.ErrCorrupt, key, got)
 	}
 	dst.setRev(modRev)
 	return nil
@@ -68,12 +69,12 @@ func decode[P interface {
 
 // encode stamps the schema version and marshals r. The only thing that can
 // fail is a time outside what JSON can carry (years past 9999), which came
-// from a caller: ErrInvalid.
+// from a caller: rpcerr.ErrInvalid.
 func encode(key string, r record) (string, error) {
 	r.setSchema()
 	b, err := json.Marshal(r)
 	if err != nil {
-		return "", fmt.Errorf("encode %s: %v: %w", key, err, ErrInvalid)
+		return "", fmt.Errorf("encode %s: %v: %w", key, err, rpcerr.ErrInvalid)
 	}
 	return string(b), nil
 }

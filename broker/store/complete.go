@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 	"time"
 )
 
@@ -10,7 +11,7 @@ import (
 // open -> done, its reservation returns to its subnet, and effect applies
 // the call's result to ENI records and Subnet.Attached, all or nothing.
 // Completing a done intent is a no-op (the executor may retry after a lost
-// reply); completing a failed one is ErrWrongState.
+// reply); completing a failed one is rpcerr.ErrWrongState.
 func (s *Store) finish(ctx context.Context, method, intentID, kind string, effect func(v *view, in *Intent, l *ledger) error) error {
 	if err := checkID("intent", intentID); err != nil {
 		return err
@@ -23,16 +24,16 @@ func (s *Store) finish(ctx context.Context, method, intentID, kind string, effec
 			return err
 		}
 		if !ok {
-			return fmt.Errorf("intent %s: %w", intentID, ErrNotFound)
+			return fmt.Errorf("intent %s: %w", intentID, rpcerr.ErrNotFound)
 		}
 		if in.Kind != kind {
-			return fmt.Errorf("intent %s is a %s, not a %s: %w", intentID, in.Kind, kind, ErrInvalid)
+			return fmt.Errorf("intent %s is a %s, not a %s: %w", intentID, in.Kind, kind, rpcerr.ErrInvalid)
 		}
 		switch in.State {
 		case IntentDone:
 			return nil
 		case IntentFailed:
-			return fmt.Errorf("intent %s already failed (%s): %w", intentID, in.Error, ErrWrongState)
+			return fmt.Errorf("intent %s already failed (%s): %w", intentID, in.Error, rpcerr.ErrWrongState)
 		}
 		l := newLedger(v)
 		if err := l.unreserve(in.SubnetID, in.Reserved); err != nil {
@@ -53,13 +54,13 @@ func (s *Store) finish(ctx context.Context, method, intentID, kind string, effec
 }
 
 // ownedENI loads the ENI an intent acts on. It must be the intent's ENI and
-// belong to the intent's node; absent is ErrNotFound unless mayBeAbsent.
+// belong to the intent's node; absent is rpcerr.ErrNotFound unless mayBeAbsent.
 func ownedENI(v *view, in *Intent, eniID string, mayBeAbsent bool) (ENI, bool, error) {
 	if err := checkID("eni", eniID); err != nil {
 		return ENI{}, false, err
 	}
 	if in.ENIID != "" && in.ENIID != eniID {
-		return ENI{}, false, fmt.Errorf("intent %s is for eni %s, not %s: %w", in.ID, in.ENIID, eniID, ErrInvalid)
+		return ENI{}, false, fmt.Errorf("intent %s is for eni %s, not %s: %w", in.ID, in.ENIID, eniID, rpcerr.ErrInvalid)
 	}
 	var e ENI
 	ok, err := get(v, kindENIs, eniID, &e)
@@ -70,10 +71,10 @@ func ownedENI(v *view, in *Intent, eniID string, mayBeAbsent bool) (ENI, bool, e
 		if mayBeAbsent {
 			return ENI{}, false, nil
 		}
-		return ENI{}, false, fmt.Errorf("eni %s: %w", eniID, ErrNotFound)
+		return ENI{}, false, fmt.Errorf("eni %s: %w", eniID, rpcerr.ErrNotFound)
 	}
 	if e.InstanceID != in.InstanceID {
-		return ENI{}, false, fmt.Errorf("eni %s belongs to %s, not %s: %w", eniID, e.InstanceID, in.InstanceID, ErrNotOwner)
+		return ENI{}, false, fmt.Errorf("eni %s belongs to %s, not %s: %w", eniID, e.InstanceID, in.InstanceID, rpcerr.ErrNotOwner)
 	}
 	return e, true, nil
 }
@@ -84,7 +85,7 @@ func putENI(v *view, l *ledger, old ENI, had bool, e ENI) error {
 	if had {
 		delta -= old.Weight()
 		if old.SubnetID != e.SubnetID {
-			return fmt.Errorf("eni %s: subnet %s cannot change to %s: %w", e.ID, old.SubnetID, e.SubnetID, ErrInvalid)
+			return fmt.Errorf("eni %s: subnet %s cannot change to %s: %w", e.ID, old.SubnetID, e.SubnetID, rpcerr.ErrInvalid)
 		}
 	}
 	if err := l.attach(e.SubnetID, delta); err != nil {
@@ -110,11 +111,11 @@ func (s *Store) CompleteCreate(ctx context.Context, intentID string, eni ENI) er
 		e.ClientToken = cmpOr(e.ClientToken, in.ClientToken)
 		switch {
 		case e.InstanceID != in.InstanceID:
-			return fmt.Errorf("create intent %s is for %s, not %s: %w", in.ID, in.InstanceID, e.InstanceID, ErrNotOwner)
+			return fmt.Errorf("create intent %s is for %s, not %s: %w", in.ID, in.InstanceID, e.InstanceID, rpcerr.ErrNotOwner)
 		case in.SubnetID != "" && e.SubnetID != in.SubnetID:
-			return fmt.Errorf("create intent %s is for subnet %s, not %s: %w", in.ID, in.SubnetID, e.SubnetID, ErrInvalid)
+			return fmt.Errorf("create intent %s is for subnet %s, not %s: %w", in.ID, in.SubnetID, e.SubnetID, rpcerr.ErrInvalid)
 		case in.ENIID != "" && in.ENIID != e.ID:
-			return fmt.Errorf("create intent %s is for eni %s, not %s: %w", in.ID, in.ENIID, e.ID, ErrInvalid)
+			return fmt.Errorf("create intent %s is for eni %s, not %s: %w", in.ID, in.ENIID, e.ID, rpcerr.ErrInvalid)
 		}
 		if err := checkID("subnet of eni "+e.ID, e.SubnetID); err != nil {
 			return err
@@ -125,7 +126,7 @@ func (s *Store) CompleteCreate(ctx context.Context, intentID string, eni ENI) er
 			return err
 		}
 		if had && old.InstanceID != e.InstanceID {
-			return fmt.Errorf("eni %s belongs to %s, not %s: %w", e.ID, old.InstanceID, e.InstanceID, ErrNotOwner)
+			return fmt.Errorf("eni %s belongs to %s, not %s: %w", e.ID, old.InstanceID, e.InstanceID, rpcerr.ErrNotOwner)
 		}
 		e.Primary, e.Status = false, ENICreated
 		if had && old.Status == ENIAttached {
@@ -144,7 +145,7 @@ func (s *Store) CompleteCreate(ctx context.Context, intentID string, eni ENI) er
 // CompleteAttach marks the ENI attached at deviceIndex.
 func (s *Store) CompleteAttach(ctx context.Context, intentID, eniID string, deviceIndex int) error {
 	if deviceIndex < 0 {
-		return fmt.Errorf("attach of eni %s: device index %d: %w", eniID, deviceIndex, ErrInvalid)
+		return fmt.Errorf("attach of eni %s: device index %d: %w", eniID, deviceIndex, rpcerr.ErrInvalid)
 	}
 	return s.finish(ctx, "CompleteAttach", intentID, IntentAttach, func(v *view, in *Intent, l *ledger) error {
 		e, _, err := ownedENI(v, in, eniID, false)
@@ -189,10 +190,10 @@ func (s *Store) CompleteUnassign(ctx context.Context, intentID, eniID string, ad
 			addrs, prefixes = in.Addresses, in.Prefixes
 		}
 		if a := missingFrom(addrs, in.Addresses); a != "" {
-			return fmt.Errorf("unassign intent %s does not name address %s: %w", in.ID, a, ErrInvalid)
+			return fmt.Errorf("unassign intent %s does not name address %s: %w", in.ID, a, rpcerr.ErrInvalid)
 		}
 		if p := missingFrom(prefixes, in.Prefixes); p != "" {
-			return fmt.Errorf("unassign intent %s does not name prefix %s: %w", in.ID, p, ErrInvalid)
+			return fmt.Errorf("unassign intent %s does not name prefix %s: %w", in.ID, p, rpcerr.ErrInvalid)
 		}
 		old, _, err := ownedENI(v, in, eniID, false)
 		if err != nil {
@@ -244,7 +245,7 @@ func (s *Store) CompleteDelete(ctx context.Context, intentID, eniID string) erro
 
 // FailIntent records that the call failed (EC2 refused it, or it is known
 // not to have happened) and returns the reservation. Failing a failed
-// intent is a no-op; failing a done one is ErrWrongState.
+// intent is a no-op; failing a done one is rpcerr.ErrWrongState.
 func (s *Store) FailIntent(ctx context.Context, intentID string, cause error) error {
 	if err := checkID("intent", intentID); err != nil {
 		return err
@@ -262,11 +263,11 @@ func (s *Store) FailIntent(ctx context.Context, intentID string, cause error) er
 		}
 		switch {
 		case !ok:
-			return fmt.Errorf("intent %s: %w", intentID, ErrNotFound)
+			return fmt.Errorf("intent %s: %w", intentID, rpcerr.ErrNotFound)
 		case in.State == IntentFailed:
 			return nil
 		case in.State == IntentDone:
-			return fmt.Errorf("intent %s is already done: %w", intentID, ErrWrongState)
+			return fmt.Errorf("intent %s is already done: %w", intentID, rpcerr.ErrWrongState)
 		}
 		l := newLedger(v)
 		if err := l.unreserve(in.SubnetID, in.Reserved); err != nil {

@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 	"sync"
 	"testing"
 )
@@ -125,7 +126,7 @@ func TestIntentLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = s.GetENI(ctx, "eni-1")
-	wantErr(t, err, ErrNotFound)
+	wantErr(t, err, rpcerr.ErrNotFound)
 	wantCounters(t, s, 0, 0)
 	if open, _ := s.ListOpenIntents(ctx); len(open) != 0 {
 		t.Fatalf("open intents left: %+v", open)
@@ -149,7 +150,7 @@ func TestCompleteIdempotent(t *testing.T) {
 	if w := s.Writes()["CompleteCreate"]; w != 1 {
 		t.Errorf("%d CompleteCreate writes, want 1 (repeats are no-ops)", w)
 	}
-	wantErr(t, s.FailIntent(ctx, in.ID, errors.New("late")), ErrWrongState)
+	wantErr(t, s.FailIntent(ctx, in.ID, errors.New("late")), rpcerr.ErrWrongState)
 
 	assign, err := s.BeginIntent(ctx, Intent{Kind: IntentAssign, InstanceID: "i-1", ENIID: "eni-1", SubnetID: "subnet-1", Reserved: 2})
 	if err != nil {
@@ -179,7 +180,7 @@ func TestCompleteIdempotent(t *testing.T) {
 	if got.State != IntentFailed || got.Error != "InsufficientFreeAddressesInSubnet" {
 		t.Errorf("failed intent %+v", got)
 	}
-	wantErr(t, s.CompleteAssign(ctx, failed.ID, "eni-1", []string{"10.0.0.20"}, nil), ErrWrongState)
+	wantErr(t, s.CompleteAssign(ctx, failed.ID, "eni-1", []string{"10.0.0.20"}, nil), rpcerr.ErrWrongState)
 	wantCounters(t, s, 5, 0)
 }
 
@@ -191,28 +192,28 @@ func TestCompleteChecks(t *testing.T) {
 	createENI(t, s, "eni-2", "i-2", "10.0.0.21")
 	before := subnetOf(t, s)
 
-	wantErr(t, s.CompleteModify(ctx, "int-missing"), ErrNotFound)
+	wantErr(t, s.CompleteModify(ctx, "int-missing"), rpcerr.ErrNotFound)
 	assign, err := s.BeginIntent(ctx, Intent{Kind: IntentAssign, InstanceID: "i-1", ENIID: "eni-1", SubnetID: "subnet-1", Reserved: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantErr(t, s.CompleteAttach(ctx, assign.ID, "eni-1", 1), ErrInvalid)                          // wrong kind
-	wantErr(t, s.CompleteAssign(ctx, assign.ID, "eni-2", []string{"10.0.0.30"}, nil), ErrInvalid) // not the intent's ENI
-	wantErr(t, s.CompleteAssign(ctx, assign.ID, "eni-1", []string{"bogus"}, nil), ErrInvalid)
-	wantErr(t, s.CompleteAssign(ctx, assign.ID, "eni-1", nil, []string{"10.0.0.0/24"}), ErrInvalid)
+	wantErr(t, s.CompleteAttach(ctx, assign.ID, "eni-1", 1), rpcerr.ErrInvalid)                          // wrong kind
+	wantErr(t, s.CompleteAssign(ctx, assign.ID, "eni-2", []string{"10.0.0.30"}, nil), rpcerr.ErrInvalid) // not the intent's ENI
+	wantErr(t, s.CompleteAssign(ctx, assign.ID, "eni-1", []string{"bogus"}, nil), rpcerr.ErrInvalid)
+	wantErr(t, s.CompleteAssign(ctx, assign.ID, "eni-1", nil, []string{"10.0.0.0/24"}), rpcerr.ErrInvalid)
 
 	// A node cannot act on another node's ENI.
 	_, err = s.BeginIntent(ctx, Intent{Kind: IntentAssign, InstanceID: "i-1", ENIID: "eni-2", SubnetID: "subnet-1", Reserved: 1})
-	wantErr(t, err, ErrNotOwner)
+	wantErr(t, err, rpcerr.ErrNotOwner)
 	_, err = s.BeginIntent(ctx, Intent{Kind: IntentDelete, InstanceID: "i-1", ENIID: "eni-2"})
-	wantErr(t, err, ErrNotOwner)
+	wantErr(t, err, rpcerr.ErrNotOwner)
 	create, err := s.BeginIntent(ctx, Intent{Kind: IntentCreate, InstanceID: "i-1", SubnetID: "subnet-1", Reserved: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantErr(t, s.CompleteCreate(ctx, create.ID, ENI{ID: "eni-3", InstanceID: "i-2"}), ErrNotOwner)
-	wantErr(t, s.CompleteCreate(ctx, create.ID, ENI{ID: "eni-2"}), ErrNotOwner) // eni-2 is i-2's
-	wantErr(t, s.CompleteCreate(ctx, create.ID, ENI{ID: "eni-3", SubnetID: "subnet-2"}), ErrInvalid)
+	wantErr(t, s.CompleteCreate(ctx, create.ID, ENI{ID: "eni-3", InstanceID: "i-2"}), rpcerr.ErrNotOwner)
+	wantErr(t, s.CompleteCreate(ctx, create.ID, ENI{ID: "eni-2"}), rpcerr.ErrNotOwner) // eni-2 is i-2's
+	wantErr(t, s.CompleteCreate(ctx, create.ID, ENI{ID: "eni-3", SubnetID: "subnet-2"}), rpcerr.ErrInvalid)
 
 	// None of the refusals changed anything.
 	after := subnetOf(t, s)
@@ -258,9 +259,9 @@ func TestPrimaryENI(t *testing.T) {
 		t.Fatalf("primary ENI %+v, %v", e, err)
 	}
 	wantCounters(t, s, 1, 0)
-	wantErr(t, s.PutPrimaryENI(ctx, ENI{ID: "eni-p2", InstanceID: "i-1"}), ErrNotOwner)
+	wantErr(t, s.PutPrimaryENI(ctx, ENI{ID: "eni-p2", InstanceID: "i-1"}), rpcerr.ErrNotOwner)
 	createENI(t, s, "eni-1", "i-1")
-	wantErr(t, s.PutPrimaryENI(ctx, ENI{ID: "eni-1", InstanceID: "i-1"}), ErrInvalid)
+	wantErr(t, s.PutPrimaryENI(ctx, ENI{ID: "eni-1", InstanceID: "i-1"}), rpcerr.ErrInvalid)
 
 	// Assigning to a primary ENI counts the new addresses only.
 	assign, err := s.BeginIntent(ctx, Intent{Kind: IntentAssign, InstanceID: "i-1", ENIID: "eni-p1", SubnetID: "subnet-1", Reserved: 2})

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 	"strings"
 	"testing"
 )
@@ -23,16 +24,16 @@ func TestCorruptRecords(t *testing.T) {
 		}
 		_, err := s.GetSubnet(ctx, "subnet-1")
 		if err == nil || !strings.Contains(err.Error(), key) {
-			t.Errorf("%s: GetSubnet error %v, want ErrCorrupt naming %s", name, err, key)
+			t.Errorf("%s: GetSubnet error %v, want rpcerr.ErrCorrupt naming %s", name, err, key)
 		}
-		wantErr(t, err, ErrCorrupt)
+		wantErr(t, err, rpcerr.ErrCorrupt)
 		_, err = s.ListSubnets(ctx)
-		wantErr(t, err, ErrCorrupt)
+		wantErr(t, err, rpcerr.ErrCorrupt)
 		// A write that depends on the record refuses too, and writes nothing.
 		_, err = s.BeginIntent(ctx, Intent{Kind: IntentCreate, InstanceID: "i-1", SubnetID: "subnet-1", Reserved: 1})
-		wantErr(t, err, ErrCorrupt)
+		wantErr(t, err, rpcerr.ErrCorrupt)
 		_, err = s.SetSubnetBudget(ctx, "subnet-1", 0, 0)
-		wantErr(t, err, ErrCorrupt)
+		wantErr(t, err, rpcerr.ErrCorrupt)
 		resp, err := cli.Get(ctx, key)
 		if err != nil || string(resp.Kvs[0].Value) != val {
 			t.Errorf("%s: corrupt value was overwritten", name)
@@ -47,9 +48,9 @@ func TestCorruptRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := s.ListOpenIntents(ctx)
-	wantErr(t, err, ErrCorrupt)
+	wantErr(t, err, rpcerr.ErrCorrupt)
 	if err == nil || !strings.Contains(err.Error(), "intents/int-bad") {
 		t.Errorf("error %v does not name the key", err)
 	}
-	wantErr(t, s.CompleteModify(ctx, "int-bad"), ErrCorrupt)
+	wantErr(t, s.CompleteModify(ctx, "int-bad"), rpcerr.ErrCorrupt)
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 	"net/netip"
 	"slices"
 	"strings"
@@ -55,10 +56,10 @@ func (s *Store) PutPrimaryENI(ctx context.Context, e ENI) error {
 		}
 		if ok {
 			if cur.InstanceID != e.InstanceID {
-				return fmt.Errorf("eni %s belongs to %s, not %s: %w", e.ID, cur.InstanceID, e.InstanceID, ErrNotOwner)
+				return fmt.Errorf("eni %s belongs to %s, not %s: %w", e.ID, cur.InstanceID, e.InstanceID, rpcerr.ErrNotOwner)
 			}
 			if !cur.Primary {
-				return fmt.Errorf("eni %s is recorded as a secondary ENI the broker created: %w", e.ID, ErrInvalid)
+				return fmt.Errorf("eni %s is recorded as a secondary ENI the broker created: %w", e.ID, rpcerr.ErrInvalid)
 			}
 			cur.MAC, cur.DeviceIndex, cur.PrimaryIP, cur.Status = e.MAC, e.DeviceIndex, e.PrimaryIP, e.Status
 			return v.put(key, &cur)
@@ -120,13 +121,13 @@ func checkAddrs(what string, addrs, prefixes []string) error {
 	for _, a := range addrs {
 		ip, err := netip.ParseAddr(a)
 		if err != nil || !ip.Is4() {
-			return fmt.Errorf("%s: %q is not an IPv4 address: %w", what, a, ErrInvalid)
+			return fmt.Errorf("%s: %q is not an IPv4 address: %w", what, a, rpcerr.ErrInvalid)
 		}
 	}
 	for _, p := range prefixes {
 		pf, err := netip.ParsePrefix(p)
 		if err != nil || !pf.Addr().Is4() || pf.Bits() != 28 || pf.Masked() != pf {
-			return fmt.Errorf("%s: %q is not an IPv4 /28 prefix: %w", what, p, ErrInvalid)
+			return fmt.Errorf("%s: %q is not an IPv4 /28 prefix: %w", what, p, rpcerr.ErrInvalid)
 		}
 	}
 	return nil

@@ -4,16 +4,10 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/allotnet/allot/broker/errs"
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
-
-// ErrNotLeader means a fenced write was refused because the broker that
-// made it no longer holds the election key it was elected with: another
-// replica may lead now, so the caller must stop changing EC2. It is
-// errs.ErrNotLeader.
-var ErrNotLeader = errs.ErrNotLeader
 
 // Fence names the election key a leader won with and the revision at which
 // that key was created. While the key exists with that create revision the
@@ -56,7 +50,7 @@ func (f Fence) held(r *pb.ResponseOp) bool {
 	return rr != nil && len(rr.Kvs) == 1 && rr.Kvs[0].CreateRevision == f.Rev
 }
 
-// notLeader wraps ErrNotLeader with the method and key.
+// notLeader wraps rpcerr.ErrNotLeader with the method and key.
 func (f Fence) notLeader(method string) error {
-	return fmt.Errorf("%s: election key %s (created at revision %d) is gone: %w", method, f.Key, f.Rev, ErrNotLeader)
+	return fmt.Errorf("%s: election key %s (created at revision %d) is gone: %w", method, f.Key, f.Rev, rpcerr.ErrNotLeader)
 }

@@ -1,12 +1,13 @@
 package store
 
 import (
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 	"testing"
 )
 
 // TestFenceRefusesWritesOnceKeyIsGone checks the store side of leadership
 // fencing: writes carrying a fence commit while the key exists with the
-// fenced create revision, and are refused with ErrNotLeader, writing
+// fenced create revision, and are refused with rpcerr.ErrNotLeader, writing
 // nothing, once it was deleted or re-created.
 func TestFenceRefusesWritesOnceKeyIsGone(t *testing.T) {
 	s := newBudgetStore(t, 100)
@@ -35,11 +36,11 @@ func TestFenceRefusesWritesOnceKeyIsGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = s.BeginIntent(fenced, Intent{ID: "int-2", Kind: IntentCreate, InstanceID: "i-1", SubnetID: "subnet-1", Reserved: 2})
-	wantErr(t, err, ErrNotLeader)
+	wantErr(t, err, rpcerr.ErrNotLeader)
 	_, err = s.GetIntent(ctx, "int-2")
-	wantErr(t, err, ErrNotFound)
+	wantErr(t, err, rpcerr.ErrNotFound)
 	_, err = s.ProposeRelease(fenced, Release{InstanceID: "i-1", ENIID: "eni-1", Addresses: []string{"10.0.0.12"}})
-	wantErr(t, err, ErrNotLeader)
+	wantErr(t, err, rpcerr.ErrNotLeader)
 	rels, err := s.ListReleases(ctx, "i-1")
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 	"testing"
 	"time"
 )
@@ -160,12 +161,12 @@ func TestFollowSnapshotThenChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	u = nextUpdate(t, f)
-	wantErr(t, u.Err, ErrCorrupt)
+	wantErr(t, u.Err, rpcerr.ErrCorrupt)
 	if _, err := s.Client().Delete(ctx, s.Prefix()+"enis/eni-bad"); err != nil {
 		t.Fatal(err)
 	}
 	for u = nextUpdate(t, f); u.Snapshot == nil; u = nextUpdate(t, f) {
-		wantErr(t, u.Err, ErrCorrupt)
+		wantErr(t, u.Err, rpcerr.ErrCorrupt)
 	}
 	if len(u.Snapshot.ENIs) != 2 {
 		t.Fatalf("snapshot after repair %+v", u.Snapshot)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -35,16 +36,16 @@ var kindNeedsENI = map[string]struct{ eni, record bool }{
 
 // BeginIntent records a mutating EC2 call before it is sent, state open. In
 // the same transaction it reserves in.Reserved addresses from in.SubnetID:
-// a *BudgetError if the subnet's Available() is smaller, and then nothing
+// a *rpcerr.BudgetError if the subnet's Available() is smaller, and then nothing
 // is written. It fills ID (if empty), State and CreatedAt.
 //
-// An ENI the intent names must belong to in.InstanceID (ErrNotOwner). An
+// An ENI the intent names must belong to in.InstanceID (rpcerr.ErrNotOwner). An
 // unassign must name an acknowledged release of the same node and ENI
 // (ReleaseID), and may only take back addresses the agent acknowledged:
 // nothing is unassigned without a positive, recorded release.
 //
 // Beginning an intent whose ID already exists returns the stored one if it
-// describes the same call (a retried request), ErrInvalid otherwise.
+// describes the same call (a retried request), rpcerr.ErrInvalid otherwise.
 func (s *Store) BeginIntent(ctx context.Context, in Intent) (Intent, error) {
 	if err := checkIntent(&in); err != nil {
 		return Intent{}, err
@@ -67,7 +68,7 @@ func (s *Store) BeginIntent(ctx context.Context, in Intent) (Intent, error) {
 		if ok {
 			if cur.Kind != in.Kind || cur.InstanceID != in.InstanceID || cur.ENIID != in.ENIID ||
 				cur.SubnetID != in.SubnetID || cur.Reserved != in.Reserved || cur.ReleaseID != in.ReleaseID {
-				return fmt.Errorf("intent %s already exists for another call: %w", in.ID, ErrInvalid)
+				return fmt.Errorf("intent %s already exists for another call: %w", in.ID, rpcerr.ErrInvalid)
 			}
 			out = cur
 			return nil
@@ -83,7 +84,7 @@ func (s *Store) BeginIntent(ctx context.Context, in Intent) (Intent, error) {
 				return err
 			}
 			if sn.Available() < in.Reserved {
-				return &BudgetError{SubnetID: sn.ID, Limit: sn.Limit(), Use: sn.Attached + sn.Reserved, Requested: in.Reserved}
+				return &rpcerr.BudgetError{SubnetID: sn.ID, Limit: sn.Limit(), Use: sn.Attached + sn.Reserved, Requested: in.Reserved}
 			}
 			sn.Reserved += in.Reserved
 			if err := l.flush(); err != nil {
@@ -105,7 +106,7 @@ func (s *Store) BeginIntent(ctx context.Context, in Intent) (Intent, error) {
 func checkIntent(in *Intent) error {
 	need, ok := kindNeedsENI[in.Kind]
 	if !ok {
-		return fmt.Errorf("intent kind %q unknown: %w", in.Kind, ErrInvalid)
+		return fmt.Errorf("intent kind %q unknown: %w", in.Kind, rpcerr.ErrInvalid)
 	}
 	if in.ID != "" {
 		if err := checkID("intent", in.ID); err != nil {
@@ -121,7 +122,7 @@ func checkIntent(in *Intent) error {
 		}
 	}
 	if in.Reserved < 0 || in.Count < 0 || in.DeviceIndex < 0 {
-		return fmt.Errorf("%s intent: reserved %d, count %d and device index %d must not be negative: %w", in.Kind, in.Reserved, in.Count, in.DeviceIndex, ErrInvalid)
+		return fmt.Errorf("%s intent: reserved %d, count %d and device index %d must not be negative: %w", in.Kind, in.Reserved, in.Count, in.DeviceIndex, rpcerr.ErrInvalid)
 	}
 	if in.Reserved > 0 || in.SubnetID != "" {
 		if err := checkID(in.Kind+" intent: subnet", in.SubnetID); err != nil {
@@ -136,7 +137,7 @@ func checkIntent(in *Intent) error {
 			return err
 		}
 		if len(in.Addresses)+len(in.Prefixes) == 0 {
-			return fmt.Errorf("unassign intent: no addresses or prefixes: %w", ErrInvalid)
+			return fmt.Errorf("unassign intent: no addresses or prefixes: %w", rpcerr.ErrInvalid)
 		}
 	}
 	return nil
@@ -155,10 +156,10 @@ func (s *Store) checkIntentTargets(v *view, in *Intent) error {
 		return err
 	}
 	if !ok && need.record {
-		return fmt.Errorf("%s intent: eni %s: %w", in.Kind, in.ENIID, ErrNotFound)
+		return fmt.Errorf("%s intent: eni %s: %w", in.Kind, in.ENIID, rpcerr.ErrNotFound)
 	}
 	if ok && e.InstanceID != in.InstanceID {
-		return fmt.Errorf("%s intent: eni %s belongs to %s, not %s: %w", in.Kind, in.ENIID, e.InstanceID, in.InstanceID, ErrNotOwner)
+		return fmt.Errorf("%s intent: eni %s belongs to %s, not %s: %w", in.Kind, in.ENIID, e.InstanceID, in.InstanceID, rpcerr.ErrNotOwner)
 	}
 	if in.Kind != IntentUnassign {
 		return nil
@@ -170,19 +171,19 @@ func (s *Store) checkIntentTargets(v *view, in *Intent) error {
 	}
 	switch {
 	case !ok:
-		return fmt.Errorf("unassign intent: release %s: %w", in.ReleaseID, ErrNotFound)
+		return fmt.Errorf("unassign intent: release %s: %w", in.ReleaseID, rpcerr.ErrNotFound)
 	case r.InstanceID != in.InstanceID:
-		return fmt.Errorf("unassign intent: release %s belongs to %s, not %s: %w", r.ID, r.InstanceID, in.InstanceID, ErrNotOwner)
+		return fmt.Errorf("unassign intent: release %s belongs to %s, not %s: %w", r.ID, r.InstanceID, in.InstanceID, rpcerr.ErrNotOwner)
 	case r.ENIID != in.ENIID:
-		return fmt.Errorf("unassign intent: release %s is for eni %s, not %s: %w", r.ID, r.ENIID, in.ENIID, ErrInvalid)
+		return fmt.Errorf("unassign intent: release %s is for eni %s, not %s: %w", r.ID, r.ENIID, in.ENIID, rpcerr.ErrInvalid)
 	case r.State != ReleaseAcked:
-		return fmt.Errorf("unassign intent: release %s is %s, not acknowledged: %w", r.ID, r.State, ErrWrongState)
+		return fmt.Errorf("unassign intent: release %s is %s, not acknowledged: %w", r.ID, r.State, rpcerr.ErrWrongState)
 	}
 	if a := missingFrom(in.Addresses, r.AckedAddrs); a != "" {
-		return fmt.Errorf("unassign intent: address %s was not acknowledged free in release %s: %w", a, r.ID, ErrInvalid)
+		return fmt.Errorf("unassign intent: address %s was not acknowledged free in release %s: %w", a, r.ID, rpcerr.ErrInvalid)
 	}
 	if p := missingFrom(in.Prefixes, r.AckedPfx); p != "" {
-		return fmt.Errorf("unassign intent: prefix %s was not acknowledged free in release %s: %w", p, r.ID, ErrInvalid)
+		return fmt.Errorf("unassign intent: prefix %s was not acknowledged free in release %s: %w", p, r.ID, rpcerr.ErrInvalid)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/allotnet/allot/broker/etcdembed/etcdembedtest"
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 )
 
 // newBudgetStore returns a store with node i-1 and subnet-1 whose limit is
@@ -34,12 +35,12 @@ func TestBudgetRefusalLeavesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = s.BeginIntent(ctx, Intent{ID: "int-refused", Kind: IntentCreate, InstanceID: "i-1", SubnetID: "subnet-1", Reserved: 6})
-	var be *BudgetError
-	if !errors.As(err, &be) || !errors.Is(err, ErrBudgetExceeded) {
-		t.Fatalf("got %v, want *BudgetError wrapping ErrBudgetExceeded", err)
+	var be *rpcerr.BudgetError
+	if !errors.As(err, &be) || !errors.Is(err, rpcerr.ErrBudgetExceeded) {
+		t.Fatalf("got %v, want *rpcerr.BudgetError wrapping rpcerr.ErrBudgetExceeded", err)
 	}
-	if *be != (BudgetError{SubnetID: "subnet-1", Limit: 20, Use: 15, Requested: 6}) {
-		t.Errorf("BudgetError = %+v", *be)
+	if *be != (rpcerr.BudgetError{SubnetID: "subnet-1", Limit: 20, Use: 15, Requested: 6}) {
+		t.Errorf("rpcerr.BudgetError = %+v", *be)
 	}
 	if want := "subnet subnet-1: budget exceeded: limit 20, in use 15, requested 6"; err.Error() != want {
 		t.Errorf("error text %q, want %q", err, want)
@@ -52,7 +53,7 @@ func TestBudgetRefusalLeavesNothing(t *testing.T) {
 		t.Errorf("subnet changed by a refused intent: %+v -> %+v", before, after)
 	}
 	_, err = s.GetIntent(ctx, "int-refused")
-	wantErr(t, err, ErrNotFound)
+	wantErr(t, err, rpcerr.ErrNotFound)
 	open, err := s.ListOpenIntents(ctx)
 	if err != nil || len(open) != 1 || open[0].ID != ok.ID {
 		t.Fatalf("open intents %+v, %v; want only %s", open, err, ok.ID)
@@ -78,14 +79,14 @@ func TestBeginIntentValidation(t *testing.T) {
 		"unassign nothing":    {Kind: IntentUnassign, InstanceID: "i-1", ENIID: "eni-1", ReleaseID: "rel-1"},
 		"bad id":              {ID: "a/b", Kind: IntentCreate, InstanceID: "i-1"},
 	} {
-		if _, err := s.BeginIntent(ctx, in); !errors.Is(err, ErrInvalid) {
-			t.Errorf("%s: got %v, want ErrInvalid", name, err)
+		if _, err := s.BeginIntent(ctx, in); !errors.Is(err, rpcerr.ErrInvalid) {
+			t.Errorf("%s: got %v, want rpcerr.ErrInvalid", name, err)
 		}
 	}
 	_, err := s.BeginIntent(ctx, Intent{Kind: IntentCreate, InstanceID: "i-1", SubnetID: "subnet-9", Reserved: 1})
-	wantErr(t, err, ErrNotFound)
+	wantErr(t, err, rpcerr.ErrNotFound)
 	_, err = s.BeginIntent(ctx, Intent{Kind: IntentAttach, InstanceID: "i-1", ENIID: "eni-9"})
-	wantErr(t, err, ErrNotFound)
+	wantErr(t, err, rpcerr.ErrNotFound)
 	if open, _ := s.ListOpenIntents(ctx); len(open) != 0 {
 		t.Fatalf("refused intents were written: %+v", open)
 	}
@@ -112,11 +113,11 @@ func TestBeginIntentSameIDOnce(t *testing.T) {
 	}
 	in.Reserved = 5
 	_, err = s.BeginIntent(ctx, in)
-	wantErr(t, err, ErrInvalid)
+	wantErr(t, err, rpcerr.ErrInvalid)
 }
 
 // Fifty goroutines on two brokers (two clients, two Stores) race for a
-// budget that fits twenty: exactly twenty win, the rest get a BudgetError,
+// budget that fits twenty: exactly twenty win, the rest get a rpcerr.BudgetError,
 // and the counters match the intents.
 func TestConcurrentBeginNeverOvercommits(t *testing.T) {
 	srv := etcdembedtest.StartServer(t)
@@ -159,7 +160,7 @@ func TestConcurrentBeginNeverOvercommits(t *testing.T) {
 		switch {
 		case err == nil:
 			won++
-		case errors.Is(err, ErrBudgetExceeded):
+		case errors.Is(err, rpcerr.ErrBudgetExceeded):
 			refused++
 		default:
 			t.Errorf("racer %d: %v", i, err)

@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 	"strings"
 )
 
@@ -40,10 +41,10 @@ func ElectionPrefixOf(prefix string) string {
 // checkID rejects ids that would break the key layout.
 func checkID(what, id string) error {
 	if id == "" {
-		return fmt.Errorf("%s: empty id: %w", what, ErrInvalid)
+		return fmt.Errorf("%s: empty id: %w", what, rpcerr.ErrInvalid)
 	}
 	if strings.ContainsAny(id, "/ \t\n\x00") || len(id) > 256 {
-		return fmt.Errorf("%s %q: id must be at most 256 characters without '/' or spaces: %w", what, id, ErrInvalid)
+		return fmt.Errorf("%s %q: id must be at most 256 characters without '/' or spaces: %w", what, id, rpcerr.ErrInvalid)
 	}
 	return nil
 }

@@ -1,6 +1,9 @@
 package store
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
+)
 
 // ledger collects changes to subnet counters within one view, so a
 // transaction touching the same subnet twice (reservation returned, addresses
@@ -13,7 +16,7 @@ type ledger struct {
 
 func newLedger(v *view) *ledger { return &ledger{v: v, subs: map[string]*Subnet{}} }
 
-// subnet loads a subnet into the ledger; ErrNotFound if absent.
+// subnet loads a subnet into the ledger; rpcerr.ErrNotFound if absent.
 func (l *ledger) subnet(id string) (*Subnet, error) {
 	if sn, ok := l.subs[id]; ok {
 		return sn, nil
@@ -24,7 +27,7 @@ func (l *ledger) subnet(id string) (*Subnet, error) {
 		return nil, err
 	}
 	if !ok {
-		return nil, fmt.Errorf("subnet %s: %w", id, ErrNotFound)
+		return nil, fmt.Errorf("subnet %s: %w", id, rpcerr.ErrNotFound)
 	}
 	l.subs[id] = &sn
 	l.ids = append(l.ids, id)

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 	"net/netip"
 	"slices"
 	"strings"
@@ -16,7 +17,7 @@ func (s *Store) PutNode(ctx context.Context, n Node) (Node, error) {
 		return Node{}, err
 	}
 	if n.MaxENIs < 0 || n.IPv4PerENI < 0 || n.WarmIPTarget < 0 || n.MinimumIPTarget < 0 || n.WarmENITarget < 0 || n.WarmPrefixTarget < 0 {
-		return Node{}, fmt.Errorf("node %s: limits and warm targets must not be negative: %w", n.InstanceID, ErrInvalid)
+		return Node{}, fmt.Errorf("node %s: limits and warm targets must not be negative: %w", n.InstanceID, rpcerr.ErrInvalid)
 	}
 	key := s.key(kindNodes, n.InstanceID)
 	rev, err := s.update(ctx, "PutNode", []string{key}, nil, func(v *view) error {
@@ -64,7 +65,7 @@ func (s *Store) DeleteNode(ctx context.Context, id string) error {
 			return err
 		}
 		if kv == nil {
-			return fmt.Errorf("node %s: %w", id, ErrNotFound)
+			return fmt.Errorf("node %s: %w", id, rpcerr.ErrNotFound)
 		}
 		v.del(key)
 		v.del(s.key(kindDemand, id))
@@ -83,7 +84,7 @@ func (s *Store) PutDemand(ctx context.Context, d Demand) error {
 	}
 	if d.Pending < 0 || d.WarmShortfall < 0 || d.Known < 0 {
 		return fmt.Errorf("demand of %s: pending %d, warm shortfall %d and known %d must not be negative: %w",
-			d.InstanceID, d.Pending, d.WarmShortfall, d.Known, ErrInvalid)
+			d.InstanceID, d.Pending, d.WarmShortfall, d.Known, rpcerr.ErrInvalid)
 	}
 	if d.UpdatedAt.IsZero() {
 		d.UpdatedAt = time.Now().UTC()
@@ -152,21 +153,21 @@ func checkUsage(u Usage) error {
 	for _, a := range u.Assigned {
 		ip, err := netip.ParseAddr(a)
 		if err != nil {
-			return fmt.Errorf("usage of %s: assigned address %q: %w", u.InstanceID, a, ErrInvalid)
+			return fmt.Errorf("usage of %s: assigned address %q: %w", u.InstanceID, a, rpcerr.ErrInvalid)
 		}
 		seen[ip] = true
 	}
 	for _, a := range u.Free {
 		ip, err := netip.ParseAddr(a)
 		if err != nil {
-			return fmt.Errorf("usage of %s: free address %q: %w", u.InstanceID, a, ErrInvalid)
+			return fmt.Errorf("usage of %s: free address %q: %w", u.InstanceID, a, rpcerr.ErrInvalid)
 		}
 		if seen[ip] {
-			return fmt.Errorf("usage of %s: address %s is both assigned and free: %w", u.InstanceID, a, ErrInvalid)
+			return fmt.Errorf("usage of %s: address %s is both assigned and free: %w", u.InstanceID, a, rpcerr.ErrInvalid)
 		}
 	}
 	if u.Excess < 0 || u.Excess > len(u.Free) {
-		return fmt.Errorf("usage of %s: excess %d is not a count of the %d free addresses: %w", u.InstanceID, u.Excess, len(u.Free), ErrInvalid)
+		return fmt.Errorf("usage of %s: excess %d is not a count of the %d free addresses: %w", u.InstanceID, u.Excess, len(u.Free), rpcerr.ErrInvalid)
 	}
 	return nil
 }
@@ -189,19 +190,19 @@ func (s *Store) ListUsage(ctx context.Context) (map[string]Usage, error) {
 	return out, nil
 }
 
-// requireNode fails with ErrNotFound unless the node at nodeKey exists.
+// requireNode fails with rpcerr.ErrNotFound unless the node at nodeKey exists.
 func requireNode(v *view, nodeKey, id string) error {
 	kv, err := v.raw(nodeKey)
 	if err != nil {
 		return err
 	}
 	if kv == nil {
-		return fmt.Errorf("node %s is not registered: %w", id, ErrNotFound)
+		return fmt.Errorf("node %s is not registered: %w", id, rpcerr.ErrNotFound)
 	}
 	return nil
 }
 
-// getOne reads one record of a kind; ErrNotFound if absent.
+// getOne reads one record of a kind; rpcerr.ErrNotFound if absent.
 func getOne[P interface {
 	*T
 	record
@@ -213,7 +214,7 @@ func getOne[P interface {
 	err := s.readView(ctx, []string{s.key(kind, id)}, nil, func(v *view) error {
 		ok, err := get(v, kind, id, P(&out))
 		if err == nil && !ok {
-			err = fmt.Errorf("%s %s: %w", what, id, ErrNotFound)
+			err = fmt.Errorf("%s %s: %w", what, id, rpcerr.ErrNotFound)
 		}
 		return err
 	})

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 	"testing"
 	"time"
 )
@@ -32,18 +33,18 @@ func TestNodeRegisterIdempotent(t *testing.T) {
 		t.Fatalf("ListNodes = %+v, %v; want i-1, i-2", nodes, err)
 	}
 	_, err = s.PutNode(ctx, Node{InstanceID: "i-3", MaxENIs: -1})
-	wantErr(t, err, ErrInvalid)
+	wantErr(t, err, rpcerr.ErrInvalid)
 	_, err = s.GetNode(ctx, "i-9")
-	wantErr(t, err, ErrNotFound)
+	wantErr(t, err, rpcerr.ErrNotFound)
 }
 
 func TestDemandAndDeleteNode(t *testing.T) {
 	s := newStore(t)
 	ctx := ctxT(t)
-	wantErr(t, s.PutDemand(ctx, Demand{InstanceID: "i-1", Pending: 1}), ErrNotFound)
+	wantErr(t, s.PutDemand(ctx, Demand{InstanceID: "i-1", Pending: 1}), rpcerr.ErrNotFound)
 	mustNode(t, s, "i-1")
 	mustNode(t, s, "i-2")
-	wantErr(t, s.PutDemand(ctx, Demand{InstanceID: "i-1", Pending: -1}), ErrInvalid)
+	wantErr(t, s.PutDemand(ctx, Demand{InstanceID: "i-1", Pending: -1}), rpcerr.ErrInvalid)
 	if err := s.PutDemand(ctx, Demand{InstanceID: "i-1", Pending: 3, WarmShortfall: 2}); err != nil {
 		t.Fatal(err)
 	}
@@ -66,9 +67,9 @@ func TestDemandAndDeleteNode(t *testing.T) {
 	if err := s.DeleteNode(ctx, "i-1"); err != nil {
 		t.Fatal(err)
 	}
-	wantErr(t, s.DeleteNode(ctx, "i-1"), ErrNotFound)
+	wantErr(t, s.DeleteNode(ctx, "i-1"), rpcerr.ErrNotFound)
 	_, err = s.GetNode(ctx, "i-1")
-	wantErr(t, err, ErrNotFound)
+	wantErr(t, err, rpcerr.ErrNotFound)
 	ds, err = s.ListDemands(ctx)
 	if err != nil || len(ds) != 1 || ds["i-2"].WarmShortfall != 7 {
 		t.Fatalf("after delete ListDemands = %+v, %v; want only i-2", ds, err)
@@ -78,14 +79,14 @@ func TestDemandAndDeleteNode(t *testing.T) {
 		t.Fatalf("after delete Alive = %v, %v; want i-1 gone", alive, err)
 	}
 	// A deleted node's heartbeat does not bring its alive key back.
-	wantErr(t, s.KeepAlive(ctx, "i-1", 30*time.Second), ErrNotFound)
+	wantErr(t, s.KeepAlive(ctx, "i-1", 30*time.Second), rpcerr.ErrNotFound)
 }
 
 func TestUsageSeqOrdering(t *testing.T) {
 	s := newStore(t)
 	ctx := ctxT(t)
 	_, err := s.PutUsage(ctx, Usage{InstanceID: "i-1", Seq: 1})
-	wantErr(t, err, ErrNotFound)
+	wantErr(t, err, rpcerr.ErrNotFound)
 	mustNode(t, s, "i-1")
 	steps := []struct {
 		seq     uint64
@@ -105,26 +106,26 @@ func TestUsageSeqOrdering(t *testing.T) {
 		t.Fatalf("GetUsage = %+v, %v; want seq 3", u, err)
 	}
 	_, err = s.PutUsage(ctx, Usage{InstanceID: "i-1", Seq: 9, Assigned: []string{"nope"}})
-	wantErr(t, err, ErrInvalid)
+	wantErr(t, err, rpcerr.ErrInvalid)
 	_, err = s.PutUsage(ctx, Usage{InstanceID: "i-1", Seq: 9, Assigned: []string{"10.0.0.1"}, Free: []string{"10.0.0.1"}})
-	wantErr(t, err, ErrInvalid)
+	wantErr(t, err, rpcerr.ErrInvalid)
 	_, err = s.PutUsage(ctx, Usage{InstanceID: "i-1", Seq: 9, Free: []string{"10.0.0.1"}, Excess: 2, HasExcess: true})
-	wantErr(t, err, ErrInvalid)
+	wantErr(t, err, rpcerr.ErrInvalid)
 	us, err := s.ListUsage(ctx)
 	if err != nil || len(us) != 1 || us["i-1"].Seq != 3 {
 		t.Fatalf("ListUsage = %+v, %v", us, err)
 	}
 	_, err = s.GetUsage(ctx, "i-2")
-	wantErr(t, err, ErrNotFound)
+	wantErr(t, err, rpcerr.ErrNotFound)
 }
 
 func TestKeepAliveLease(t *testing.T) {
 	s := newStore(t)
 	ctx := ctxT(t)
-	wantErr(t, s.KeepAlive(ctx, "i-1", time.Second), ErrNotFound)
+	wantErr(t, s.KeepAlive(ctx, "i-1", time.Second), rpcerr.ErrNotFound)
 	mustNode(t, s, "i-1")
 	mustNode(t, s, "i-2")
-	wantErr(t, s.KeepAlive(ctx, "i-1", 10*time.Millisecond), ErrInvalid)
+	wantErr(t, s.KeepAlive(ctx, "i-1", 10*time.Millisecond), rpcerr.ErrInvalid)
 	if err := s.KeepAlive(ctx, "i-1", time.Second); err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 	"slices"
 	"strings"
 	"time"
@@ -11,7 +12,7 @@ import (
 
 // ProposeRelease records that the broker wants r's addresses and prefixes
 // back from the node (state proposed). They must all be on the ENI r names,
-// which must belong to r.InstanceID (ErrNotOwner), and none may be in
+// which must belong to r.InstanceID (rpcerr.ErrNotOwner), and none may be in
 // another open release. Nothing is taken back until the agent acknowledges.
 func (s *Store) ProposeRelease(ctx context.Context, r Release) (Release, error) {
 	if err := checkID("release: node", r.InstanceID); err != nil {
@@ -21,7 +22,7 @@ func (s *Store) ProposeRelease(ctx context.Context, r Release) (Release, error) 
 		return Release{}, err
 	}
 	if len(r.Addresses)+len(r.Prefixes) == 0 {
-		return Release{}, fmt.Errorf("release from %s: no addresses or prefixes: %w", r.InstanceID, ErrInvalid)
+		return Release{}, fmt.Errorf("release from %s: no addresses or prefixes: %w", r.InstanceID, rpcerr.ErrInvalid)
 	}
 	if err := checkAddrs("release from "+r.InstanceID, r.Addresses, r.Prefixes); err != nil {
 		return Release{}, err
@@ -41,15 +42,15 @@ func (s *Store) ProposeRelease(ctx context.Context, r Release) (Release, error) 
 		}
 		switch {
 		case !ok:
-			return fmt.Errorf("release: eni %s: %w", r.ENIID, ErrNotFound)
+			return fmt.Errorf("release: eni %s: %w", r.ENIID, rpcerr.ErrNotFound)
 		case e.InstanceID != r.InstanceID:
-			return fmt.Errorf("release: eni %s belongs to %s, not %s: %w", r.ENIID, e.InstanceID, r.InstanceID, ErrNotOwner)
+			return fmt.Errorf("release: eni %s belongs to %s, not %s: %w", r.ENIID, e.InstanceID, r.InstanceID, rpcerr.ErrNotOwner)
 		}
 		if a := missingFrom(r.Addresses, e.Addresses); a != "" {
-			return fmt.Errorf("release: address %s is not a secondary address of eni %s: %w", a, e.ID, ErrInvalid)
+			return fmt.Errorf("release: address %s is not a secondary address of eni %s: %w", a, e.ID, rpcerr.ErrInvalid)
 		}
 		if p := missingFrom(r.Prefixes, e.Prefixes); p != "" {
-			return fmt.Errorf("release: prefix %s is not on eni %s: %w", p, e.ID, ErrInvalid)
+			return fmt.Errorf("release: prefix %s is not on eni %s: %w", p, e.ID, rpcerr.ErrInvalid)
 		}
 		open, err := list[*Release](v, kindReleases)
 		if err != nil {
@@ -60,10 +61,10 @@ func (s *Store) ProposeRelease(ctx context.Context, r Release) (Release, error) 
 				continue
 			}
 			if a := firstCommon(r.Addresses, o.Addresses); a != "" {
-				return fmt.Errorf("release: address %s is already in release %s: %w", a, o.ID, ErrInvalid)
+				return fmt.Errorf("release: address %s is already in release %s: %w", a, o.ID, rpcerr.ErrInvalid)
 			}
 			if p := firstCommon(r.Prefixes, o.Prefixes); p != "" {
-				return fmt.Errorf("release: prefix %s is already in release %s: %w", p, o.ID, ErrInvalid)
+				return fmt.Errorf("release: prefix %s is already in release %s: %w", p, o.ID, rpcerr.ErrInvalid)
 			}
 		}
 		return v.put(s.key(kindReleases, r.ID), &r)
@@ -77,9 +78,9 @@ func (s *Store) ProposeRelease(ctx context.Context, r Release) (Release, error) 
 
 // AckRelease records the agent's answer: of the proposal, these addresses
 // and prefixes are free and may be taken back (possibly none). Only the
-// node the release belongs to may answer (ErrNotOwner), and only with what
-// was proposed (ErrInvalid). Repeating the same answer is a no-op; a
-// different answer after the first is ErrWrongState.
+// node the release belongs to may answer (rpcerr.ErrNotOwner), and only with what
+// was proposed (rpcerr.ErrInvalid). Repeating the same answer is a no-op; a
+// different answer after the first is rpcerr.ErrWrongState.
 func (s *Store) AckRelease(ctx context.Context, instanceID, releaseID string, addrs, prefixes []string) (Release, error) {
 	if err := checkID("release", releaseID); err != nil {
 		return Release{}, err
@@ -100,22 +101,22 @@ func (s *Store) AckRelease(ctx context.Context, instanceID, releaseID string, ad
 		}
 		switch {
 		case !ok:
-			return fmt.Errorf("release %s: %w", releaseID, ErrNotFound)
+			return fmt.Errorf("release %s: %w", releaseID, rpcerr.ErrNotFound)
 		case r.InstanceID != instanceID:
-			return fmt.Errorf("release %s belongs to %s, not %s: %w", releaseID, r.InstanceID, instanceID, ErrNotOwner)
+			return fmt.Errorf("release %s belongs to %s, not %s: %w", releaseID, r.InstanceID, instanceID, rpcerr.ErrNotOwner)
 		}
 		if a := missingFrom(addrs, r.Addresses); a != "" {
-			return fmt.Errorf("release %s did not propose address %s: %w", releaseID, a, ErrInvalid)
+			return fmt.Errorf("release %s did not propose address %s: %w", releaseID, a, rpcerr.ErrInvalid)
 		}
 		if p := missingFrom(prefixes, r.Prefixes); p != "" {
-			return fmt.Errorf("release %s did not propose prefix %s: %w", releaseID, p, ErrInvalid)
+			return fmt.Errorf("release %s did not propose prefix %s: %w", releaseID, p, rpcerr.ErrInvalid)
 		}
 		if r.State != ReleaseProposed {
 			if slices.Equal(union(nil, r.AckedAddrs), addrs) && slices.Equal(union(nil, r.AckedPfx), prefixes) {
 				out = r
 				return nil
 			}
-			return fmt.Errorf("release %s was already answered (%s) differently: %w", releaseID, r.State, ErrWrongState)
+			return fmt.Errorf("release %s was already answered (%s) differently: %w", releaseID, r.State, rpcerr.ErrWrongState)
 		}
 		r.State, r.AckedAddrs, r.AckedPfx = ReleaseAcked, addrs, prefixes
 		out, wrote = r, true
@@ -152,14 +153,14 @@ func (s *Store) GetRelease(ctx context.Context, id string) (Release, error) {
 
 // FinishRelease marks an acknowledged release done (its addresses were
 // unassigned, or there was nothing acknowledged to unassign). Finishing a
-// done release is a no-op; an unacknowledged one is ErrWrongState.
+// done release is a no-op; an unacknowledged one is rpcerr.ErrWrongState.
 func (s *Store) FinishRelease(ctx context.Context, id string) error {
 	return s.changeRelease(ctx, "FinishRelease", id, func(v *view, r *Release) error {
 		switch r.State {
 		case ReleaseDone:
 			return nil
 		case ReleaseProposed:
-			return fmt.Errorf("release %s was not acknowledged: %w", id, ErrWrongState)
+			return fmt.Errorf("release %s was not acknowledged: %w", id, rpcerr.ErrWrongState)
 		}
 		r.State = ReleaseDone
 		return v.put(s.key(kindReleases, id), r)
@@ -167,12 +168,12 @@ func (s *Store) FinishRelease(ctx context.Context, id string) error {
 }
 
 // CancelRelease withdraws a proposed or acknowledged release (deletes it).
-// A done release cannot be cancelled (ErrWrongState); PruneReleases removes
+// A done release cannot be cancelled (rpcerr.ErrWrongState); PruneReleases removes
 // those.
 func (s *Store) CancelRelease(ctx context.Context, id string) error {
 	return s.changeRelease(ctx, "CancelRelease", id, func(v *view, r *Release) error {
 		if r.State == ReleaseDone {
-			return fmt.Errorf("release %s is already done: %w", id, ErrWrongState)
+			return fmt.Errorf("release %s is already done: %w", id, rpcerr.ErrWrongState)
 		}
 		v.del(s.key(kindReleases, id))
 		return nil
@@ -190,7 +191,7 @@ func (s *Store) changeRelease(ctx context.Context, method, id string, change fun
 			return err
 		}
 		if !ok {
-			return fmt.Errorf("release %s: %w", id, ErrNotFound)
+			return fmt.Errorf("release %s: %w", id, rpcerr.ErrNotFound)
 		}
 		return change(v, &r)
 	})

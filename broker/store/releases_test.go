@@ -1,6 +1,7 @@
 package store
 
 import (
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 	"slices"
 	"testing"
 )
@@ -15,13 +16,13 @@ func TestReleaseHandshake(t *testing.T) {
 
 	// Proposals are checked against the ENI record.
 	_, err := s.ProposeRelease(ctx, Release{InstanceID: "i-1", ENIID: "eni-2", Addresses: []string{"10.0.0.21"}})
-	wantErr(t, err, ErrNotOwner)
+	wantErr(t, err, rpcerr.ErrNotOwner)
 	_, err = s.ProposeRelease(ctx, Release{InstanceID: "i-1", ENIID: "eni-1", Addresses: []string{"10.0.0.99"}})
-	wantErr(t, err, ErrInvalid)
+	wantErr(t, err, rpcerr.ErrInvalid)
 	_, err = s.ProposeRelease(ctx, Release{InstanceID: "i-1", ENIID: "eni-1"})
-	wantErr(t, err, ErrInvalid)
+	wantErr(t, err, rpcerr.ErrInvalid)
 	_, err = s.ProposeRelease(ctx, Release{InstanceID: "i-1", ENIID: "eni-9", Addresses: []string{"10.0.0.11"}})
-	wantErr(t, err, ErrNotFound)
+	wantErr(t, err, rpcerr.ErrNotFound)
 
 	r, err := s.ProposeRelease(ctx, Release{InstanceID: "i-1", ENIID: "eni-1", Addresses: []string{"10.0.0.12", "10.0.0.11"}})
 	if err != nil {
@@ -32,20 +33,20 @@ func TestReleaseHandshake(t *testing.T) {
 	}
 	// An address can be in one open release only.
 	_, err = s.ProposeRelease(ctx, Release{InstanceID: "i-1", ENIID: "eni-1", Addresses: []string{"10.0.0.11", "10.0.0.13"}})
-	wantErr(t, err, ErrInvalid)
+	wantErr(t, err, rpcerr.ErrInvalid)
 
 	// Nothing is unassigned before the agent answers.
 	_, err = s.BeginIntent(ctx, Intent{Kind: IntentUnassign, InstanceID: "i-1", ENIID: "eni-1", ReleaseID: r.ID, Addresses: []string{"10.0.0.11"}})
-	wantErr(t, err, ErrWrongState)
-	wantErr(t, s.FinishRelease(ctx, r.ID), ErrWrongState)
+	wantErr(t, err, rpcerr.ErrWrongState)
+	wantErr(t, s.FinishRelease(ctx, r.ID), rpcerr.ErrWrongState)
 
 	// Only the owner answers, and only about what was proposed.
 	_, err = s.AckRelease(ctx, "i-2", r.ID, []string{"10.0.0.11"}, nil)
-	wantErr(t, err, ErrNotOwner)
+	wantErr(t, err, rpcerr.ErrNotOwner)
 	_, err = s.AckRelease(ctx, "i-1", r.ID, []string{"10.0.0.13"}, nil)
-	wantErr(t, err, ErrInvalid)
+	wantErr(t, err, rpcerr.ErrInvalid)
 	_, err = s.AckRelease(ctx, "i-1", "rel-missing", nil, nil)
-	wantErr(t, err, ErrNotFound)
+	wantErr(t, err, rpcerr.ErrNotFound)
 	// 10.0.0.12 turned out to be in use: the agent acknowledges only .11.
 	acked, err := s.AckRelease(ctx, "i-1", r.ID, []string{"10.0.0.11"}, nil)
 	if err != nil {
@@ -58,18 +59,18 @@ func TestReleaseHandshake(t *testing.T) {
 		t.Fatalf("repeating the same ack: %+v, %v; want a no-op", again, err)
 	}
 	_, err = s.AckRelease(ctx, "i-1", r.ID, []string{"10.0.0.11", "10.0.0.12"}, nil)
-	wantErr(t, err, ErrWrongState)
+	wantErr(t, err, rpcerr.ErrWrongState)
 
 	// The unassign may take only what was acknowledged, from the right node.
 	_, err = s.BeginIntent(ctx, Intent{Kind: IntentUnassign, InstanceID: "i-1", ENIID: "eni-1", ReleaseID: r.ID, Addresses: []string{"10.0.0.11", "10.0.0.12"}})
-	wantErr(t, err, ErrInvalid)
+	wantErr(t, err, rpcerr.ErrInvalid)
 	_, err = s.BeginIntent(ctx, Intent{Kind: IntentUnassign, InstanceID: "i-2", ENIID: "eni-2", ReleaseID: r.ID, Addresses: []string{"10.0.0.21"}})
-	wantErr(t, err, ErrNotOwner)
+	wantErr(t, err, rpcerr.ErrNotOwner)
 	un, err := s.BeginIntent(ctx, Intent{Kind: IntentUnassign, InstanceID: "i-1", ENIID: "eni-1", ReleaseID: r.ID, Addresses: []string{"10.0.0.11"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantErr(t, s.CompleteUnassign(ctx, un.ID, "eni-1", []string{"10.0.0.12"}, nil), ErrInvalid)
+	wantErr(t, s.CompleteUnassign(ctx, un.ID, "eni-1", []string{"10.0.0.12"}, nil), rpcerr.ErrInvalid)
 	if err := s.CompleteUnassign(ctx, un.ID, "eni-1", []string{"10.0.0.11"}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +86,7 @@ func TestReleaseHandshake(t *testing.T) {
 	if err := s.FinishRelease(ctx, r.ID); err != nil {
 		t.Fatalf("finishing a done release: %v", err)
 	}
-	wantErr(t, s.CancelRelease(ctx, r.ID), ErrWrongState)
+	wantErr(t, s.CancelRelease(ctx, r.ID), rpcerr.ErrWrongState)
 
 	// A release for i-2, cancelled; and listing by node.
 	r2, err := s.ProposeRelease(ctx, Release{InstanceID: "i-2", ENIID: "eni-2", Addresses: []string{"10.0.0.21"}})
@@ -98,7 +99,7 @@ func TestReleaseHandshake(t *testing.T) {
 	if err := s.CancelRelease(ctx, r2.ID); err != nil {
 		t.Fatal(err)
 	}
-	wantErr(t, s.CancelRelease(ctx, r2.ID), ErrNotFound)
+	wantErr(t, s.CancelRelease(ctx, r2.ID), rpcerr.ErrNotFound)
 	if rels, _ := s.ListReleases(ctx, "i-2"); len(rels) != 0 {
 		t.Fatalf("cancelled release still listed: %+v", rels)
 	}
@@ -120,7 +121,7 @@ func TestEmptyAckFinishes(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = s.BeginIntent(ctx, Intent{Kind: IntentUnassign, InstanceID: "i-1", ENIID: "eni-1", ReleaseID: r.ID, Addresses: []string{"10.0.0.11"}})
-	wantErr(t, err, ErrInvalid)
+	wantErr(t, err, rpcerr.ErrInvalid)
 	if err := s.FinishRelease(ctx, r.ID); err != nil {
 		t.Fatal(err)
 	}

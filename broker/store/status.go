@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 	"time"
 )
 
@@ -52,7 +53,7 @@ func (s *Store) PutNodeStatus(ctx context.Context, st NodeStatus) error {
 		return err
 	}
 	if st.Reason == "" {
-		return fmt.Errorf("node status of %s: empty reason (use ClearNodeStatus): %w", st.InstanceID, ErrInvalid)
+		return fmt.Errorf("node status of %s: empty reason (use ClearNodeStatus): %w", st.InstanceID, rpcerr.ErrInvalid)
 	}
 	now := time.Now().UTC()
 	if st.UpdatedAt.IsZero() {
@@ -100,7 +101,7 @@ func (s *Store) ClearNodeStatus(ctx context.Context, id string) error {
 	return err
 }
 
-// GetNodeStatus returns a node's status record; ErrNotFound if there is
+// GetNodeStatus returns a node's status record; rpcerr.ErrNotFound if there is
 // none.
 func (s *Store) GetNodeStatus(ctx context.Context, id string) (NodeStatus, error) {
 	return getOne[*NodeStatus](ctx, s, kindStatus, "status of node", id)

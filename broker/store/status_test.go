@@ -1,6 +1,7 @@
 package store
 
 import (
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 	"testing"
 )
 
@@ -8,7 +9,7 @@ func TestNodeStatusWritesOnlyOnChange(t *testing.T) {
 	s := newStore(t)
 	ctx := ctxT(t)
 	err := s.PutNodeStatus(ctx, NodeStatus{InstanceID: "i-1", Reason: UnmetBudget, Message: "x"})
-	wantErr(t, err, ErrNotFound) // not registered
+	wantErr(t, err, rpcerr.ErrNotFound) // not registered
 	mustNode(t, s, "i-1")
 
 	st := NodeStatus{InstanceID: "i-1", Reason: UnmetBudget, Message: "subnet subnet-1: budget exceeded: limit 0, in use 0, requested 3"}
@@ -52,7 +53,7 @@ func TestNodeStatusWritesOnlyOnChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = s.GetNodeStatus(ctx, "i-1")
-	wantErr(t, err, ErrNotFound)
+	wantErr(t, err, rpcerr.ErrNotFound)
 	before = s.Writes()["ClearNodeStatus"]
 	if err := s.ClearNodeStatus(ctx, "i-1"); err != nil {
 		t.Fatal(err)
@@ -69,5 +70,5 @@ func TestNodeStatusWritesOnlyOnChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = s.GetNodeStatus(ctx, "i-1")
-	wantErr(t, err, ErrNotFound)
+	wantErr(t, err, rpcerr.ErrNotFound)
 }

@@ -5,38 +5,9 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/allotnet/allot/broker/errs"
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
-
-// Errors returned by the store. Compare with errors.Is; the text of the
-// wrapping error names the record or key involved. They live in broker/errs
-// (which links no etcd) and are the same values there.
-var (
-	// ErrNotFound means the record does not exist.
-	ErrNotFound = errs.ErrNotFound
-	// ErrConflict means a compared revision changed under the caller; re-read
-	// and retry.
-	ErrConflict = errs.ErrConflict
-	// ErrCorrupt means a stored value does not decode or carries a schema
-	// version this code does not understand.
-	ErrCorrupt = errs.ErrCorrupt
-	// ErrBudgetExceeded is wrapped by *BudgetError.
-	ErrBudgetExceeded = errs.ErrBudgetExceeded
-	// ErrNotOwner means a node acted on another node's ENI, addresses or
-	// release.
-	ErrNotOwner = errs.ErrNotOwner
-	// ErrInvalid means a malformed argument.
-	ErrInvalid = errs.ErrInvalid
-	// ErrWrongState means the record is in a state that does not allow the
-	// operation (completing a failed intent, finishing an unacknowledged
-	// release). Retrying will not help. (Not in store-api.md; an extra.)
-	ErrWrongState = errs.ErrWrongState
-)
-
-// BudgetError says which subnet refused a reservation and why; it is
-// errs.BudgetError.
-type BudgetError = errs.BudgetError
 
 // Store reads and writes the broker's records under one cluster's prefix.
 // It is safe for concurrent use.
@@ -52,10 +23,10 @@ type Store struct {
 // Open uses an existing client; keys live under "/allot/v1/<cluster>/".
 func Open(cli *clientv3.Client, cluster string) (*Store, error) {
 	if cli == nil {
-		return nil, fmt.Errorf("open store: nil etcd client: %w", ErrInvalid)
+		return nil, fmt.Errorf("open store: nil etcd client: %w", rpcerr.ErrInvalid)
 	}
 	if cluster == "" || strings.ContainsAny(cluster, "/ \t\n") {
-		return nil, fmt.Errorf("open store: cluster name %q must be non-empty without '/' or spaces: %w", cluster, ErrInvalid)
+		return nil, fmt.Errorf("open store: cluster name %q must be non-empty without '/' or spaces: %w", cluster, rpcerr.ErrInvalid)
 	}
 	return &Store{
 		cli:    cli,

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 	"slices"
 	"strings"
 )
@@ -16,7 +17,7 @@ func (s *Store) PutSubnet(ctx context.Context, sn Subnet) (Subnet, error) {
 		return Subnet{}, err
 	}
 	if sn.Usable < 0 || sn.Headroom < 0 || sn.Cap < 0 || sn.UsedByOthers < 0 {
-		return Subnet{}, fmt.Errorf("subnet %s: usable, headroom, cap and used-by-others must not be negative: %w", sn.ID, ErrInvalid)
+		return Subnet{}, fmt.Errorf("subnet %s: usable, headroom, cap and used-by-others must not be negative: %w", sn.ID, rpcerr.ErrInvalid)
 	}
 	return s.modifySubnet(ctx, "PutSubnet", sn.ID, true, func(cur *Subnet, exists bool) {
 		if !exists {
@@ -36,7 +37,7 @@ func (s *Store) SetSubnetBudget(ctx context.Context, id string, headroom, cap in
 		return Subnet{}, err
 	}
 	if headroom < 0 || cap < 0 {
-		return Subnet{}, fmt.Errorf("subnet %s: headroom %d and cap %d must not be negative: %w", id, headroom, cap, ErrInvalid)
+		return Subnet{}, fmt.Errorf("subnet %s: headroom %d and cap %d must not be negative: %w", id, headroom, cap, rpcerr.ErrInvalid)
 	}
 	return s.modifySubnet(ctx, "SetSubnetBudget", id, false, func(cur *Subnet, _ bool) {
 		cur.Headroom, cur.Cap = headroom, cap
@@ -50,7 +51,7 @@ func (s *Store) SetUsedByOthers(ctx context.Context, id string, n int64) (Subnet
 		return Subnet{}, err
 	}
 	if n < 0 {
-		return Subnet{}, fmt.Errorf("subnet %s: used by others %d must not be negative: %w", id, n, ErrInvalid)
+		return Subnet{}, fmt.Errorf("subnet %s: used by others %d must not be negative: %w", id, n, rpcerr.ErrInvalid)
 	}
 	return s.modifySubnet(ctx, "SetUsedByOthers", id, false, func(cur *Subnet, _ bool) {
 		cur.UsedByOthers = n
@@ -67,7 +68,7 @@ func (s *Store) modifySubnet(ctx context.Context, method, id string, create bool
 			return err
 		}
 		if !ok && !create {
-			return fmt.Errorf("subnet %s: %w", id, ErrNotFound)
+			return fmt.Errorf("subnet %s: %w", id, rpcerr.ErrNotFound)
 		}
 		change(&cur, ok)
 		out = cur
@@ -86,7 +87,7 @@ func (s *Store) GetSubnet(ctx context.Context, id string) (Subnet, error) {
 	err := s.readView(ctx, []string{s.key(kindSubnets, id)}, nil, func(v *view) error {
 		ok, err := get(v, kindSubnets, id, &sn)
 		if err == nil && !ok {
-			err = fmt.Errorf("subnet %s: %w", id, ErrNotFound)
+			err = fmt.Errorf("subnet %s: %w", id, rpcerr.ErrNotFound)
 		}
 		return err
 	})

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 	"testing"
 )
 
@@ -65,23 +66,23 @@ func TestSubnetErrorsAndList(t *testing.T) {
 	s := newStore(t)
 	ctx := ctxT(t)
 	_, err := s.GetSubnet(ctx, "subnet-x")
-	wantErr(t, err, ErrNotFound)
+	wantErr(t, err, rpcerr.ErrNotFound)
 	_, err = s.SetSubnetBudget(ctx, "subnet-x", 1, 1)
-	wantErr(t, err, ErrNotFound)
+	wantErr(t, err, rpcerr.ErrNotFound)
 	_, err = s.SetUsedByOthers(ctx, "subnet-x", 1)
-	wantErr(t, err, ErrNotFound)
+	wantErr(t, err, rpcerr.ErrNotFound)
 	_, err = s.PutSubnet(ctx, Subnet{ID: ""})
-	wantErr(t, err, ErrInvalid)
+	wantErr(t, err, rpcerr.ErrInvalid)
 	_, err = s.PutSubnet(ctx, Subnet{ID: "a/b"})
-	wantErr(t, err, ErrInvalid)
+	wantErr(t, err, rpcerr.ErrInvalid)
 	_, err = s.PutSubnet(ctx, Subnet{ID: "s", Usable: -1})
-	wantErr(t, err, ErrInvalid)
+	wantErr(t, err, rpcerr.ErrInvalid)
 	mustSubnet(t, s, "subnet-b", 10)
 	mustSubnet(t, s, "subnet-a", 10)
 	_, err = s.SetSubnetBudget(ctx, "subnet-a", -1, 0)
-	wantErr(t, err, ErrInvalid)
+	wantErr(t, err, rpcerr.ErrInvalid)
 	_, err = s.SetUsedByOthers(ctx, "subnet-a", -1)
-	wantErr(t, err, ErrInvalid)
+	wantErr(t, err, rpcerr.ErrInvalid)
 	list, err := s.ListSubnets(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -226,7 +227,7 @@ func (s *Store) update(ctx context.Context, method string, keys, ranges []string
 			return 0, err
 		}
 	}
-	return 0, fmt.Errorf("%s: gave up after %d attempts: %w", method, maxAttempts, ErrConflict)
+	return 0, fmt.Errorf("%s: gave up after %d attempts: %w", method, maxAttempts, rpcerr.ErrConflict)
 }
 
 // backoff sleeps a little, with jitter, so racing writers spread out.

@@ -22,9 +22,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/allotnet/allot/awssim/world"
-	"github.com/allotnet/allot/broker/errs"
-	"github.com/allotnet/allot/broker/server/rpcerr"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 )
 
 // Broker is the fake broker.
@@ -482,7 +481,7 @@ func (b *Broker) AckRelease(_ context.Context, req *allotv1.AckReleaseRequest) (
 	if r.acked {
 		if !slices.Equal(sorted(r.ack.GetAddresses()), sorted(req.GetAddresses())) {
 			// Encoded by the broker's own table, as the real server does.
-			return nil, rpcerr.Status(fmt.Errorf("release %s was already answered differently: %w", req.GetReleaseId(), errs.ErrWrongState))
+			return nil, rpcerr.Status(fmt.Errorf("release %s was already answered differently: %w", req.GetReleaseId(), rpcerr.ErrWrongState))
 		}
 		return &allotv1.AckReleaseResponse{}, nil
 	}

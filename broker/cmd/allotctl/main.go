@@ -21,8 +21,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/allotnet/allot/broker/server/rpcerr"
 	"github.com/allotnet/allot/internal/buildinfo"
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 )
 
 // DefaultBroker is where allot-broker listens by default.

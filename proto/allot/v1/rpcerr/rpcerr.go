@@ -1,8 +1,10 @@
-// Package rpcerr is the one table between the broker's domain errors and
-// gRPC status codes, in both directions: the server turns a store error into
-// a status with a deliberate code, and a client (allotctl, the agent) turns
-// the status back into an error that errors.Is matches against the same
-// sentinel, the way etcd's rpctypes does.
+// Package rpcerr is the broker API's error contract, kept beside the
+// protos as etcd keeps rpctypes in its api module: the domain sentinels
+// (errors.go) and the one table between them and gRPC status codes, in both
+// directions. The broker's store returns the sentinels and its server turns
+// them into statuses with deliberate codes; a client (allotctl, the agent)
+// turns a status back into an error that errors.Is matches against the same
+// sentinel. It links no etcd and nothing of the broker.
 package rpcerr
 
 import (
@@ -10,7 +12,6 @@ import (
 	"errors"
 	"strconv"
 
-	"github.com/allotnet/allot/broker/errs"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -33,19 +34,19 @@ var table = []struct {
 	code   codes.Code
 	reason string
 }{
-	{errs.ErrBudgetExceeded, codes.ResourceExhausted, "BUDGET_EXCEEDED"},
-	{errs.ErrNotOwner, codes.FailedPrecondition, "NOT_OWNER"},
-	{errs.ErrWrongState, codes.FailedPrecondition, "WRONG_STATE"},
-	{errs.ErrNotFound, codes.NotFound, "NOT_FOUND"},
-	{errs.ErrInvalid, codes.InvalidArgument, "INVALID"},
-	{errs.ErrConflict, codes.Aborted, "CONFLICT"},
-	{errs.ErrCorrupt, codes.DataLoss, "CORRUPT"},
+	{ErrBudgetExceeded, codes.ResourceExhausted, "BUDGET_EXCEEDED"},
+	{ErrNotOwner, codes.FailedPrecondition, "NOT_OWNER"},
+	{ErrWrongState, codes.FailedPrecondition, "WRONG_STATE"},
+	{ErrNotFound, codes.NotFound, "NOT_FOUND"},
+	{ErrInvalid, codes.InvalidArgument, "INVALID"},
+	{ErrConflict, codes.Aborted, "CONFLICT"},
+	{ErrCorrupt, codes.DataLoss, "CORRUPT"},
 	{context.Canceled, codes.Canceled, "CANCELED"},
 	{context.DeadlineExceeded, codes.DeadlineExceeded, "DEADLINE_EXCEEDED"},
 	{ErrUnavailable, codes.Unavailable, "UNAVAILABLE"},
 	// A deposed leader's fenced write: transient for the caller, another
 	// replica leads (or soon will).
-	{errs.ErrNotLeader, codes.Unavailable, "NOT_LEADER"},
+	{ErrNotLeader, codes.Unavailable, "NOT_LEADER"},
 }
 
 // domain is the ErrorInfo domain of every error the broker describes.
@@ -75,7 +76,7 @@ func Code(err error) codes.Code {
 
 // Status converts err into a gRPC status error. A status error passes
 // through unchanged. A domain error carries an ErrorInfo naming its
-// sentinel; a *errs.BudgetError adds its figures as metadata.
+// sentinel; a *BudgetError adds its figures as metadata.
 func Status(err error) error {
 	if err == nil {
 		return nil
@@ -89,7 +90,7 @@ func Status(err error) error {
 			continue
 		}
 		info := &errdetails.ErrorInfo{Reason: row.reason, Domain: domain}
-		var be *errs.BudgetError
+		var be *BudgetError
 		if errors.As(err, &be) {
 			info.Metadata = map[string]string{
 				"subnet_id": be.SubnetID,
@@ -110,7 +111,7 @@ func Status(err error) error {
 // text is the server's message and which errors.Is matches against the
 // domain sentinel the server named (or, from a server that named none, the
 // first sentinel of the code). A budget refusal comes back as a
-// *errs.BudgetError. The status stays reachable through status.FromError.
+// *BudgetError. The status stays reachable through status.FromError.
 func Error(err error) error {
 	if err == nil {
 		return nil
@@ -143,14 +144,14 @@ type Remote struct {
 // Error returns the server's message.
 func (r *Remote) Error() string { return r.st.Message() }
 
-// Unwrap returns the domain sentinel (or *errs.BudgetError).
+// Unwrap returns the domain sentinel (or *BudgetError).
 func (r *Remote) Unwrap() error { return r.sentinel }
 
 // GRPCStatus keeps the original status visible to status.FromError.
 func (r *Remote) GRPCStatus() *status.Status { return r.st }
 
 // fromInfo returns the sentinel an ErrorInfo detail names, or a
-// *errs.BudgetError rebuilt from its metadata.
+// *BudgetError rebuilt from its metadata.
 func fromInfo(st *status.Status) error {
 	for _, d := range st.Details() {
 		info, ok := d.(*errdetails.ErrorInfo)
@@ -161,7 +162,7 @@ func fromInfo(st *status.Status) error {
 			if row.reason != info.GetReason() {
 				continue
 			}
-			if row.err != errs.ErrBudgetExceeded {
+			if row.err != ErrBudgetExceeded {
 				return row.err
 			}
 			md := info.GetMetadata()
@@ -169,7 +170,7 @@ func fromInfo(st *status.Status) error {
 				n, _ := strconv.ParseInt(md[k], 10, 64)
 				return n
 			}
-			return &errs.BudgetError{SubnetID: md["subnet_id"], Limit: num("limit"), Use: num("use"), Requested: num("requested")}
+			return &BudgetError{SubnetID: md["subnet_id"], Limit: num("limit"), Use: num("use"), Requested: num("requested")}
 		}
 	}
 	return nil

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/allotnet/allot/broker/store"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -17,15 +16,15 @@ func TestRoundTrip(t *testing.T) {
 		code     codes.Code
 		sentinel error
 	}{
-		{fmt.Errorf("get node i-1: %w", store.ErrNotFound), codes.NotFound, store.ErrNotFound},
-		{fmt.Errorf("bad: %w", store.ErrInvalid), codes.InvalidArgument, store.ErrInvalid},
-		{fmt.Errorf("release r1 belongs to i-2: %w", store.ErrNotOwner), codes.FailedPrecondition, store.ErrNotOwner},
-		{fmt.Errorf("release r1 is done: %w", store.ErrWrongState), codes.FailedPrecondition, store.ErrWrongState},
-		{fmt.Errorf("put: %w", store.ErrConflict), codes.Aborted, store.ErrConflict},
-		{fmt.Errorf("key /x: %w", store.ErrCorrupt), codes.DataLoss, store.ErrCorrupt},
+		{fmt.Errorf("get node i-1: %w", ErrNotFound), codes.NotFound, ErrNotFound},
+		{fmt.Errorf("bad: %w", ErrInvalid), codes.InvalidArgument, ErrInvalid},
+		{fmt.Errorf("release r1 belongs to i-2: %w", ErrNotOwner), codes.FailedPrecondition, ErrNotOwner},
+		{fmt.Errorf("release r1 is done: %w", ErrWrongState), codes.FailedPrecondition, ErrWrongState},
+		{fmt.Errorf("put: %w", ErrConflict), codes.Aborted, ErrConflict},
+		{fmt.Errorf("key /x: %w", ErrCorrupt), codes.DataLoss, ErrCorrupt},
 		{fmt.Errorf("list: %w", context.Canceled), codes.Canceled, context.Canceled},
 		{fmt.Errorf("list: %w", context.DeadlineExceeded), codes.DeadlineExceeded, context.DeadlineExceeded},
-		{fmt.Errorf("BeginIntent: election key gone: %w", store.ErrNotLeader), codes.Unavailable, store.ErrNotLeader},
+		{fmt.Errorf("BeginIntent: election key gone: %w", ErrNotLeader), codes.Unavailable, ErrNotLeader},
 		{errors.New("boom"), codes.Internal, ErrInternal},
 	} {
 		st := Status(tc.err)
@@ -33,7 +32,7 @@ func TestRoundTrip(t *testing.T) {
 			t.Errorf("%v: code %v, want %v", tc.err, got, tc.code)
 		}
 		back := Error(st)
-		if tc.sentinel != store.ErrNotOwner && errors.Is(back, store.ErrNotOwner) {
+		if tc.sentinel != ErrNotOwner && errors.Is(back, ErrNotOwner) {
 			t.Errorf("%v: client error also matches ErrNotOwner", tc.err)
 		}
 		if !errors.Is(back, tc.sentinel) {
@@ -49,20 +48,20 @@ func TestRoundTrip(t *testing.T) {
 }
 
 func TestBudgetErrorKeepsFigures(t *testing.T) {
-	in := fmt.Errorf("reserve: %w", &store.BudgetError{SubnetID: "subnet-0123456789abcdef0", Limit: 200, Use: 195, Requested: 15})
+	in := fmt.Errorf("reserve: %w", &BudgetError{SubnetID: "subnet-0123456789abcdef0", Limit: 200, Use: 195, Requested: 15})
 	st := Status(in)
 	if status.Code(st) != codes.ResourceExhausted {
 		t.Fatalf("code %v", status.Code(st))
 	}
 	back := Error(st)
-	var be *store.BudgetError
+	var be *BudgetError
 	if !errors.As(back, &be) {
 		t.Fatalf("%v is not a *BudgetError", back)
 	}
 	if be.SubnetID != "subnet-0123456789abcdef0" || be.Limit != 200 || be.Use != 195 || be.Requested != 15 {
 		t.Fatalf("figures %+v", be)
 	}
-	if !errors.Is(back, store.ErrBudgetExceeded) {
+	if !errors.Is(back, ErrBudgetExceeded) {
 		t.Fatal("not ErrBudgetExceeded")
 	}
 	if back.Error() != in.Error() {

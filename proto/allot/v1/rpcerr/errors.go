@@ -1,18 +1,14 @@
-// Package errs holds the broker's domain error sentinels and the budget
-// refusal type. It imports nothing beyond the standard library, so code on
-// the agent side (broker/server/rpcerr, agent/brokerlink) can match the
-// broker's errors without linking the etcd client. broker/store re-exports
-// every name here (store.ErrNotFound == errs.ErrNotFound).
-package errs
+package rpcerr
 
 import (
 	"errors"
 	"fmt"
 )
 
-// Errors returned by the broker's store and services. Compare with
-// errors.Is; the text of the wrapping error names the record or key
-// involved.
+// Errors of the broker's store and services, the domain side of the table
+// in rpcerr.go. The broker returns them (wrapped); a client gets them back
+// from Error. Compare with errors.Is; the text of the wrapping error names
+// the record or key involved.
 var (
 	// ErrNotFound means the record does not exist.
 	ErrNotFound = errors.New("not found")

@@ -15,6 +15,7 @@ import (
 	"github.com/allotnet/allot/agent/hostnet"
 	"github.com/allotnet/allot/awssim/world"
 	"github.com/allotnet/allot/broker/ec2client"
+	"github.com/allotnet/allot/internal/netnstest"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 
@@ -175,7 +176,7 @@ func (n *Node) Host(enis map[string]bool) (HostState, error) {
 	}
 	defer nl.Close()
 	var st HostState
-	links, err := nl.LinkList()
+	links, err := netnstest.RetryDump(nl.LinkList)
 	if err != nil {
 		return st, fmt.Errorf("list links of %s: %w", n.Name, err)
 	}
@@ -185,7 +186,7 @@ func (n *Node) Host(enis map[string]bool) (HostState, error) {
 			st.Stray = append(st.Stray, a.Name)
 		}
 	}
-	rules, err := nl.RuleList(unix.AF_INET)
+	rules, err := netnstest.RetryDump(func() ([]netlink.Rule, error) { return nl.RuleList(unix.AF_INET) })
 	if err != nil {
 		return st, fmt.Errorf("list rules of %s: %w", n.Name, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/allotnet/allot/awssim/world"
+	"github.com/allotnet/allot/internal/netnstest"
 )
 
 // Node is one simulated EC2 instance's network: a "node" namespace where
@@ -261,7 +262,7 @@ func (n *Node) syncRoutes(dev int, e world.NetworkInterface) error {
 // ENILinks returns the node's ENI links by device index, as found in the
 // node namespace.
 func (n *Node) ENILinks() (map[int]netlink.Link, error) {
-	links, err := n.NS.NL.LinkList()
+	links, err := netnstest.RetryDump(n.NS.NL.LinkList)
 	if err != nil {
 		return nil, err
 	}

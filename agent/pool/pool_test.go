@@ -75,8 +75,9 @@ func TestDelIsIdempotent(t *testing.T) {
 	f.checkPersisted(t)
 }
 
-// TestNameReuse is seed 001's StatefulSet case: the same pod name comes back
-// in a new sandbox, and the old sandbox's DEL arrives after the new ADD.
+// TestNameReuse is the StatefulSet case (docs/architecture.md, rule 2): the
+// same pod name comes back in a new sandbox, and the old sandbox's DEL
+// arrives after the new ADD.
 func TestNameReuse(t *testing.T) {
 	f := newPool(t, Config{})
 	f.capacity(t, "eni-0", "10.0.0.11", "10.0.0.12")

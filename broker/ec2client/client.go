@@ -4,10 +4,11 @@
 // buckets refill, and turns every failure into an *APIError.
 //
 // The SDK's own retryer is off: its exponential backoff is what left pods
-// waiting in the seed's burst. A RequestLimitExceeded (someone else in the
-// account used the tokens) empties our bucket and the call goes again as soon
-// as the next token is ours; every other error goes straight back to the
-// caller, who knows whether the call is safe to repeat.
+// waiting in the 500-node burst docs/benchmarks.md describes. A
+// RequestLimitExceeded (someone else in the account used the tokens) empties
+// our bucket and the call goes again as soon as the next token is ours; every
+// other error goes straight back to the caller, who knows whether the call is
+// safe to repeat.
 package ec2client
 
 import (

@@ -45,7 +45,7 @@ func New(ctx context.Context, cfg Config) (b *Broker, err error) {
 	}
 	log := cfg.Logger
 	b = &Broker{cfg: cfg, log: log}
-	cli, closeEtcd, err := openEtcd(ctx, cfg.Etcd, log)
+	cli, closeEtcd, err := openEtcd(ctx, cfg.Etcd, "allot-"+cfg.Cluster, log)
 	if err != nil {
 		return nil, err
 	}

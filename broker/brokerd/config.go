@@ -80,6 +80,19 @@ type EtcdConfig struct {
 	// UnsafeNoFsync turns the embedded etcd's fsync off: faster, and a
 	// crash loses data. For benchmarks.
 	UnsafeNoFsync bool
+	// Member makes the embedded etcd one member of a cluster formed by the
+	// replicas; zero: a member alone.
+	Member EtcdMember
+}
+
+// EtcdMember is the embedded etcd's place in a cluster of replicas
+// (etcdembed.Config has the details of each field).
+type EtcdMember struct {
+	Name, PeerURL, ClientURL string
+	// InitialCluster is "name=peer-url,..."; empty for a member alone.
+	InitialCluster string
+	// State is etcdembed.StateNew or StateExisting.
+	State string
 }
 
 // EC2Config says how the broker reaches EC2.

@@ -15,7 +15,8 @@ import (
 // openEtcd returns the caller's client, connects to the external etcd, or
 // starts the embedded one. The returned func closes what was opened here:
 // the client, then the embedded server.
-func openEtcd(ctx context.Context, cfg EtcdConfig, log *slog.Logger) (*clientv3.Client, func(), error) {
+// token is the embedded cluster's bootstrap token ("allot-<cluster>").
+func openEtcd(ctx context.Context, cfg EtcdConfig, token string, log *slog.Logger) (*clientv3.Client, func(), error) {
 	switch {
 	case cfg.Client != nil:
 		return cfg.Client, func() {}, nil
@@ -32,8 +33,11 @@ func openEtcd(ctx context.Context, cfg EtcdConfig, log *slog.Logger) (*clientv3.
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("create data directory: %w", err)
 	}
+	m := cfg.Member
 	e, err := etcdembed.Start(ctx, etcdembed.Config{
 		Dir: cfg.DataDir, UnsafeNoFsync: cfg.UnsafeNoFsync, Logger: log.With("component", "etcd"),
+		Name: m.Name, PeerURL: m.PeerURL, ClientURL: m.ClientURL, InitialCluster: m.InitialCluster,
+		ClusterState: m.State, ClusterToken: token,
 	})
 	if err != nil {
 		return nil, nil, err
@@ -43,7 +47,8 @@ func openEtcd(ctx context.Context, cfg EtcdConfig, log *slog.Logger) (*clientv3.
 		e.Close()
 		return nil, nil, err
 	}
-	log.Info("using embedded etcd", "dir", cfg.DataDir, "endpoints", e.Endpoints())
+	log.Info("using embedded etcd", "dir", cfg.DataDir, "endpoints", e.Endpoints(), "member", m.Name,
+		"member_id", e.MemberID(), "etcd_cluster_id", e.ClusterID(), "initial_cluster", m.InitialCluster)
 	return cli, func() {
 		_ = cli.Close()
 		e.Close()

@@ -1,6 +1,8 @@
-// Package etcdembed runs an etcd server inside the broker process: the
-// one-machine default when no external etcd cluster is configured, and the
-// real etcd every broker test runs against.
+// Package etcdembed runs an etcd server inside the broker process: a member
+// alone (the one-machine default when no external etcd cluster is
+// configured, and the real etcd every broker test runs against), or one
+// member of a raft cluster whose other members run in the other broker
+// replicas, so three brokers are highly available without a separate etcd.
 package etcdembed
 
 import (
@@ -20,19 +22,34 @@ import (
 	"go.uber.org/zap"
 )
 
-// Config says where the embedded etcd keeps its data and listens.
+// Config says where the embedded etcd keeps its data and listens, and which
+// cluster it forms: alone (the default) or with the other brokers' members.
 type Config struct {
 	// Dir is the data directory (created if missing). Required.
 	Dir string
 	// Name is the member name; "allot" if empty.
 	Name string
-	// ClientURL and PeerURL are http URLs to listen on; empty means
+	// ClientURL and PeerURL are the http URLs this member advertises; it
+	// binds to them too when their host is an address, else to every
+	// address on their port. An empty ClientURL means 127.0.0.1 on a free
+	// port; an empty PeerURL means this member's URL in InitialCluster, or
 	// 127.0.0.1 on a free port.
 	ClientURL, PeerURL string
+	// InitialCluster lists every member ("name=peer-url,...") when this
+	// member bootstraps a cluster with others or joins one; empty means a
+	// cluster of this member alone. etcd reads it only while Dir holds no
+	// data: afterwards the membership is part of the data.
+	InitialCluster string
+	// ClusterState is StateNew (the default) or StateExisting.
+	ClusterState string
+	// ClusterToken tells apart clusters bootstrapped from the same member
+	// list; "allot" if empty.
+	ClusterToken string
 	// Logger receives etcd's warnings and errors; nil discards them.
 	Logger *slog.Logger
 	// StartTimeout bounds how long Start waits for the server to be ready;
-	// 30s if zero.
+	// if zero, 30s for a member alone and no bound (only ctx) for a member
+	// of a cluster, which is ready only once a quorum of members runs.
 	StartTimeout time.Duration
 	// HeartbeatInterval and ElectionTimeout tune raft; etcd's defaults
 	// (100ms, 1s) if zero. Tests shorten them so startup is quick.
@@ -56,16 +73,10 @@ const portAttempts = 5
 
 // Start starts etcd and waits until it serves requests or ctx ends.
 func Start(ctx context.Context, cfg Config) (*Server, error) {
-	if cfg.Dir == "" {
-		return nil, errors.New("start embedded etcd: data directory is required")
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
 	}
-	if cfg.Name == "" {
-		cfg.Name = "allot"
-	}
-	if cfg.StartTimeout == 0 {
-		cfg.StartTimeout = 30 * time.Second
-	}
-	var err error
 	for attempt := 0; attempt < portAttempts; attempt++ {
 		var s *Server
 		s, err = start(ctx, cfg)
@@ -80,6 +91,52 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	return nil, err
 }
 
+// withDefaults fills in the defaults and checks the cluster settings, so a
+// mistake is reported in allot's words before etcd sees it.
+func (cfg Config) withDefaults() (Config, error) {
+	if cfg.Dir == "" {
+		return cfg, errors.New("start embedded etcd: data directory is required")
+	}
+	if cfg.Name == "" {
+		cfg.Name = "allot"
+	}
+	if cfg.ClusterToken == "" {
+		cfg.ClusterToken = "allot"
+	}
+	switch cfg.ClusterState {
+	case "":
+		cfg.ClusterState = StateNew
+	case StateNew, StateExisting:
+	default:
+		return cfg, fmt.Errorf("start embedded etcd: cluster state %q: want %q or %q", cfg.ClusterState, StateNew, StateExisting)
+	}
+	if cfg.InitialCluster == "" {
+		if cfg.ClusterState == StateExisting {
+			return cfg, errors.New("start embedded etcd: joining an existing cluster needs the initial cluster")
+		}
+		return cfg, nil
+	}
+	ms, err := ParseInitialCluster(cfg.InitialCluster)
+	if err != nil {
+		return cfg, fmt.Errorf("start embedded etcd: %w", err)
+	}
+	own := PeerURLOf(ms, cfg.Name)
+	switch {
+	case own == "":
+		return cfg, fmt.Errorf("start embedded etcd: member %q is not in the initial cluster (members: %s)",
+			cfg.Name, strings.Join(Names(ms), ", "))
+	case cfg.PeerURL == "":
+		cfg.PeerURL = own
+	case cfg.PeerURL != own:
+		return cfg, fmt.Errorf("start embedded etcd: peer URL %s differs from member %q's %s in the initial cluster",
+			cfg.PeerURL, cfg.Name, own)
+	}
+	if cfg.StartTimeout == 0 && len(ms) > 1 {
+		cfg.StartTimeout = -1 // a quorum may take as long as the other pods do
+	}
+	return cfg, nil
+}
+
 func start(ctx context.Context, cfg Config) (*Server, error) {
 	clientURL, err := urlOrFree(cfg.ClientURL)
 	if err != nil {
@@ -90,15 +147,37 @@ func start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("start embedded etcd: peer url: %w", err)
 	}
 	zl := newZapLogger(cfg.Logger)
+	ec := embedConfig(cfg, clientURL, peerURL, zl)
+	e, err := embed.StartEtcd(ec)
+	if err != nil {
+		return nil, fmt.Errorf("start embedded etcd in %s: %w", cfg.Dir, err)
+	}
+	if err := waitReady(ctx, e, cfg); err != nil {
+		// Close waits for the client listeners, which a member that never
+		// became ready (no quorum) has not started; stopping the server
+		// first ends them.
+		e.Server.HardStop()
+		e.Close()
+		return nil, err
+	}
+	return &Server{etcd: e, cfg: cfg, zl: zl, client: clientURL.String()}, nil
+}
 
+// embedConfig is etcd's configuration for cfg with the URLs resolved.
+func embedConfig(cfg Config, clientURL, peerURL *url.URL, zl *zap.Logger) *embed.Config {
 	ec := embed.NewConfig()
 	ec.Name = cfg.Name
 	ec.Dir = cfg.Dir
-	ec.ListenClientUrls = []url.URL{*clientURL}
+	ec.ListenClientUrls = []url.URL{*listenURL(clientURL)}
 	ec.AdvertiseClientUrls = []url.URL{*clientURL}
-	ec.ListenPeerUrls = []url.URL{*peerURL}
+	ec.ListenPeerUrls = []url.URL{*listenURL(peerURL)}
 	ec.AdvertisePeerUrls = []url.URL{*peerURL}
-	ec.InitialCluster = ec.InitialClusterFromName(cfg.Name)
+	ec.InitialCluster = cfg.InitialCluster
+	if ec.InitialCluster == "" {
+		ec.InitialCluster = ec.InitialClusterFromName(cfg.Name)
+	}
+	ec.ClusterState = cfg.ClusterState
+	ec.InitialClusterToken = cfg.ClusterToken
 	ec.LogLevel = "warn"
 	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zl)
 	ec.UnsafeNoFsync = cfg.UnsafeNoFsync
@@ -111,37 +190,50 @@ func start(ctx context.Context, cfg Config) (*Server, error) {
 	// Keep history bounded: the store only watches forward from "now".
 	ec.AutoCompactionMode = embed.CompactorModePeriodic
 	ec.AutoCompactionRetention = "1h"
+	return ec
+}
 
-	e, err := embed.StartEtcd(ec)
-	if err != nil {
-		return nil, fmt.Errorf("start embedded etcd in %s: %w", cfg.Dir, err)
+// waitReady waits until the member serves: for a member of a cluster, until
+// a quorum runs and has a leader. A negative StartTimeout waits for ctx
+// alone, saying every so often what it waits for.
+func waitReady(ctx context.Context, e *embed.Etcd, cfg Config) error {
+	var limit <-chan time.Time
+	if cfg.StartTimeout > 0 {
+		timer := time.NewTimer(cfg.StartTimeout)
+		defer timer.Stop()
+		limit = timer.C
 	}
-	timer := time.NewTimer(cfg.StartTimeout)
-	defer timer.Stop()
-	select {
-	case <-e.Server.ReadyNotify():
-	case err := <-e.Err():
-		e.Close()
-		return nil, fmt.Errorf("embedded etcd failed while starting: %w", err)
-	case <-timer.C:
-		e.Close()
-		return nil, fmt.Errorf("embedded etcd not ready after %s", cfg.StartTimeout)
-	case <-ctx.Done():
-		e.Close()
-		return nil, fmt.Errorf("start embedded etcd: %w", ctx.Err())
+	tick := time.NewTicker(10 * time.Second)
+	defer tick.Stop()
+	started := time.Now()
+	for {
+		select {
+		case <-e.Server.ReadyNotify():
+			return nil
+		case err := <-e.Err():
+			return fmt.Errorf("embedded etcd failed while starting: %w", err)
+		case <-limit:
+			return fmt.Errorf("embedded etcd not ready after %s", cfg.StartTimeout)
+		case <-ctx.Done():
+			return fmt.Errorf("start embedded etcd: %w", ctx.Err())
+		case <-tick.C:
+			if cfg.Logger != nil {
+				cfg.Logger.Warn("embedded etcd waits for a quorum of its cluster's members",
+					"member", cfg.Name, "initial_cluster", cfg.InitialCluster, "waited", time.Since(started).Round(time.Second))
+			}
+		}
 	}
-	return &Server{etcd: e, cfg: cfg, zl: zl, client: clientURL.String()}, nil
 }
 
 // urlOrFree parses s, or picks a free port on 127.0.0.1 when s is empty.
 func urlOrFree(s string) (*url.URL, error) {
 	if s != "" {
-		u, err := url.Parse(s)
+		u, err := parseURL(s)
 		if err != nil {
 			return nil, err
 		}
-		if u.Scheme != "http" || u.Host == "" {
-			return nil, fmt.Errorf("%q: want http://host:port", s)
+		if u.Scheme != "http" {
+			return nil, fmt.Errorf("%q: the embedded etcd speaks plain http (keep its ports inside the cluster network)", s)
 		}
 		return u, nil
 	}
@@ -155,6 +247,12 @@ func urlOrFree(s string) (*url.URL, error) {
 	}
 	return &url.URL{Scheme: "http", Host: addr}, nil
 }
+
+// ClusterID is the raft cluster's ID, as etcdctl prints it (hex).
+func (s *Server) ClusterID() string { return s.etcd.Server.Cluster().ID().String() }
+
+// MemberID is this member's ID (hex).
+func (s *Server) MemberID() string { return s.etcd.Server.MemberID().String() }
 
 // Endpoints returns the client URLs to dial.
 func (s *Server) Endpoints() []string { return []string{s.client} }

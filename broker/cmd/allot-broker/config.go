@@ -27,6 +27,7 @@ type config struct {
 	etcdCert      string
 	etcdKey       string
 	dataDir       string
+	etcd          embeddedEtcd
 
 	ec2Region   string
 	ec2Endpoint string
@@ -82,6 +83,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.etcdCert, "etcd-cert", "", "client certificate for etcd")
 	fs.StringVar(&c.etcdKey, "etcd-key", "", "client key for etcd")
 	fs.StringVar(&c.dataDir, "data-dir", "/var/lib/allot-broker", "data directory of the embedded etcd")
+	c.etcd.flags(fs)
 	fs.StringVar(&c.ec2Region, "ec2-region", "", "EC2 region (default: the AWS SDK's chain, e.g. AWS_REGION; us-east-1 with --ec2-endpoint)")
 	fs.StringVar(&c.ec2Endpoint, "ec2-endpoint", "", "EC2 endpoint override (e.g. awssim's URL); static test credentials are used with it")
 	fs.Float64Var(&c.bucketShare, "bucket-share", 0.5, "fraction (0,1] of each EC2 request bucket this broker may use; leave room for other tools")
@@ -129,6 +131,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return c, errors.New("--tls-client-ca needs --tls-cert and --tls-key")
 	case len(c.etcdEndpoints) == 0 && (c.etcdCACert != "" || c.etcdCert != ""):
 		return c, errors.New("--etcd-cacert/--etcd-cert are for external etcd; set --etcd-endpoints")
+	}
+	if err := c.etcd.validate(c); err != nil {
+		return c, err
 	}
 	return c, nil
 }

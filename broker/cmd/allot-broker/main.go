@@ -71,7 +71,10 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 func brokerConfig(ctx context.Context, cfg config, log *slog.Logger) (brokerd.Config, error) {
 	bc := brokerd.Config{
 		Name: cfg.name, Cluster: cfg.cluster, Listen: cfg.listen,
-		Etcd: brokerd.EtcdConfig{Endpoints: cfg.etcdEndpoints, DataDir: cfg.dataDir},
+		Etcd: brokerd.EtcdConfig{Endpoints: cfg.etcdEndpoints, DataDir: cfg.dataDir, Member: brokerd.EtcdMember{
+			Name: cfg.etcd.name, PeerURL: cfg.etcd.peerURL, ClientURL: cfg.etcd.clientURL,
+			InitialCluster: cfg.etcd.initialCluster, State: cfg.etcd.clusterState,
+		}},
 		EC2: brokerd.EC2Config{
 			Region: cfg.ec2Region, Endpoint: cfg.ec2Endpoint, BucketShare: cfg.bucketShare,
 		},

@@ -1,46 +1,29 @@
 // Package cniserver serves the allot CNI plugin on the agent's unix socket.
 //
-// It is the agent's side of CNIService: it turns requests into Go types,
-// hands them to a Backend (the agent's pool and host network, declared here
-// by the consumer), and maps the backend's domain errors to gRPC codes in one
+// It is the agent's side of CNIService: it checks each request once, by the
+// CNI spec's rules, before anything else sees it, turns it into Go types,
+// hands it to a Backend (the agent's pool and host network, declared here by
+// the consumer), and maps the backend's domain errors to gRPC codes in one
 // table (ErrorCodes) that the plugin maps back to CNI error codes. It also
-// replays DELs that the plugin queued on disk while the agent was down.
+// replays DELs that the plugin queued on disk while the agent was down,
+// through the same check.
 package cniserver
 
 import (
 	"context"
-	"fmt"
 	"net/netip"
 	"time"
+
+	"github.com/allotnet/allot/agent/hostnet"
 )
 
 // Attachment is the key of one CNI attachment, as CNI defines it. Every
 // allocation is keyed by it, never by pod name (a pod recreated with the same
-// name gets a new container ID, so an old sandbox's DEL can't reach it).
-type Attachment struct {
-	Network     string
-	ContainerID string
-	IfName      string
-}
-
-// String renders the key for logs and errors.
-func (a Attachment) String() string {
-	return a.Network + "/" + a.ContainerID + "/" + a.IfName
-}
-
-// validate reports a key with a missing part; the runtime always sends all
-// three, so a gap means a broken caller.
-func (a Attachment) validate() error {
-	switch {
-	case a.Network == "":
-		return fmt.Errorf("%w: attachment has no network name", ErrInvalidRequest)
-	case a.ContainerID == "":
-		return fmt.Errorf("%w: attachment has no container id", ErrInvalidRequest)
-	case a.IfName == "":
-		return fmt.Errorf("%w: attachment has no interface name", ErrInvalidRequest)
-	}
-	return nil
-}
+// name gets a new container ID, so an old sandbox's DEL can't reach it). It
+// is the host network's own key type, so the key reaches the veth it names
+// without another conversion; the server checks it once, on the way in (see
+// allotv1.Attachment.Validate).
+type Attachment = hostnet.Attachment
 
 // Request is one ADD, DEL or CHECK for an attachment.
 type Request struct {

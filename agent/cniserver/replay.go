@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/allotnet/allot/cni/delqueue"
+	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 
 // staleTempAge is how old a half-written queue file must be before replay
@@ -53,13 +54,7 @@ func ReplayDelQueue(ctx context.Context, dir string, b Backend, log *slog.Logger
 		}
 		e, err := delqueue.Read(p)
 		if errors.Is(err, delqueue.ErrCorrupt) {
-			moved, mvErr := delqueue.MoveAside(p)
-			if mvErr != nil {
-				log.Error("del queue: corrupt entry cannot be moved aside", "path", p, "err", err, "moveErr", mvErr)
-				continue
-			}
-			log.Error("del queue: corrupt entry moved aside", "path", moved, "err", err)
-			rep.Corrupt = append(rep.Corrupt, moved)
+			rep.Corrupt = append(rep.Corrupt, moveAside(log, p, err)...)
 			continue
 		}
 		if err != nil {
@@ -69,14 +64,17 @@ func ReplayDelQueue(ctx context.Context, dir string, b Backend, log *slog.Logger
 			rep.Failed++
 			continue
 		}
-		req := Request{
-			Attachment:   Attachment{Network: e.Network, ContainerID: e.ContainerID, IfName: e.IfName},
-			NetNS:        e.NetNS,
-			CNIVersion:   e.CNIVersion,
-			PodNamespace: e.PodNamespace,
-			PodName:      e.PodName,
-			QueuedAt:     e.QueuedAt,
+		req, err := requestFromProto("del", &allotv1.CNIRequest{
+			Attachment: &allotv1.Attachment{Network: e.Network, ContainerId: e.ContainerID, Ifname: e.IfName},
+			Netns:      e.NetNS, CniVersion: e.CNIVersion, PodNamespace: e.PodNamespace, PodName: e.PodName,
+		})
+		if err != nil {
+			// A key the server would refuse: no DEL from the plugin could
+			// carry it, so the file is not one of the plugin's.
+			rep.Corrupt = append(rep.Corrupt, moveAside(log, p, err)...)
+			continue
 		}
+		req.QueuedAt = e.QueuedAt
 		if err := b.Del(ctx, req); err != nil {
 			log.Warn("del queue: replayed del failed; will retry", "attachment", req.Attachment.String(), "path", p, "err", err)
 			rep.Failed++
@@ -91,4 +89,16 @@ func ReplayDelQueue(ctx context.Context, dir string, b Backend, log *slog.Logger
 		rep.Applied = append(rep.Applied, req.Attachment)
 	}
 	return rep, nil
+}
+
+// moveAside moves a corrupt entry out of the queue and returns its new path
+// (none if it could not be moved; the next pass tries again).
+func moveAside(log *slog.Logger, path string, why error) []string {
+	moved, err := delqueue.MoveAside(path)
+	if err != nil {
+		log.Error("del queue: corrupt entry cannot be moved aside", "path", path, "err", why, "moveErr", err)
+		return nil
+	}
+	log.Error("del queue: corrupt entry moved aside", "path", moved, "err", why)
+	return []string{moved}
 }

@@ -142,3 +142,24 @@ func TestReplayEdges(t *testing.T) {
 		t.Error("cancelled replay applied a DEL")
 	}
 }
+
+// TestReplayChecksKeys: a queued DEL whose key the server would refuse is
+// moved aside like any corrupt entry, never handed to the backend.
+func TestReplayChecksKeys(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "q")
+	b := cniservertest.NewBackend()
+	queue(t, dir, cniserver.Attachment{Network: "allot", ContainerID: "a/b", IfName: "eth0"}, time.Now())
+	good := att("cccc")
+	b.Seed(good, netip.MustParseAddr("10.0.2.3"))
+	queue(t, dir, good, time.Now().Add(time.Second))
+	rep, err := cniserver.ReplayDelQueue(t.Context(), dir, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Corrupt) != 1 || !slices.Equal(rep.Applied, []cniserver.Attachment{good}) {
+		t.Errorf("replay %+v, want the bad key moved aside and only %v applied", rep, good)
+	}
+	if n := b.Calls("del"); n != 1 {
+		t.Errorf("backend saw %d DELs, want 1", n)
+	}
+}

@@ -35,10 +35,7 @@ func (s *Server) Register(g grpc.ServiceRegistrar) {
 
 // Add implements CNIService.Add.
 func (s *Server) Add(ctx context.Context, in *allotv1.CNIRequest) (*allotv1.CNIAddResult, error) {
-	req, err := requestFromProto(in)
-	if err == nil && req.NetNS == "" {
-		err = fmt.Errorf("%w: add has no netns path", ErrInvalidRequest)
-	}
+	req, err := requestFromProto("add", in)
 	if err != nil {
 		return nil, s.fail("add", req.Attachment, err)
 	}
@@ -64,7 +61,7 @@ func (s *Server) Add(ctx context.Context, in *allotv1.CNIRequest) (*allotv1.CNIA
 
 // Del implements CNIService.Del.
 func (s *Server) Del(ctx context.Context, in *allotv1.CNIRequest) (*allotv1.CNIDelResult, error) {
-	req, err := requestFromProto(in)
+	req, err := requestFromProto("del", in)
 	if err != nil {
 		return nil, s.fail("del", req.Attachment, err)
 	}
@@ -76,10 +73,7 @@ func (s *Server) Del(ctx context.Context, in *allotv1.CNIRequest) (*allotv1.CNID
 
 // Check implements CNIService.Check.
 func (s *Server) Check(ctx context.Context, in *allotv1.CNIRequest) (*allotv1.CNICheckResult, error) {
-	req, err := requestFromProto(in)
-	if err == nil && req.NetNS == "" {
-		err = fmt.Errorf("%w: check has no netns path", ErrInvalidRequest)
-	}
+	req, err := requestFromProto("check", in)
 	if err != nil {
 		return nil, s.fail("check", req.Attachment, err)
 	}
@@ -91,21 +85,13 @@ func (s *Server) Check(ctx context.Context, in *allotv1.CNIRequest) (*allotv1.CN
 
 // GC implements CNIService.GC.
 func (s *Server) GC(ctx context.Context, in *allotv1.CNIGCRequest) (*allotv1.CNIGCResult, error) {
-	if in.GetNetwork() == "" {
-		return nil, toStatus(fmt.Errorf("%w: gc has no network name", ErrInvalidRequest))
+	if err := in.Validate(); err != nil {
+		return nil, toStatus(fmt.Errorf("%w: gc: %v", ErrInvalidRequest, err))
 	}
 	req := GCRequest{Network: in.GetNetwork(), Valid: make([]Attachment, 0, len(in.GetValid()))}
 	for _, v := range in.GetValid() {
 		a := attachmentFromProto(v)
-		if a.Network == "" {
-			a.Network = req.Network
-		}
-		if a.Network != req.Network {
-			return nil, toStatus(fmt.Errorf("%w: valid attachment %s is not in network %q", ErrInvalidRequest, a, req.Network))
-		}
-		if err := a.validate(); err != nil {
-			return nil, toStatus(err)
-		}
+		a.Network = req.Network // Validate allowed only this one, or none
 		req.Valid = append(req.Valid, a)
 	}
 	removed, err := s.backend.GC(ctx, req)
@@ -135,7 +121,11 @@ func (s *Server) fail(verb string, a Attachment, err error) error {
 	return toStatus(err)
 }
 
-func requestFromProto(in *allotv1.CNIRequest) (Request, error) {
+// requestFromProto is the one check of a request from the plugin (or, for a
+// DEL, from the plugin's queue): the key by CNI's rules, and the netns path
+// that ADD and CHECK need. It then converts the request, once, into what
+// the backend takes.
+func requestFromProto(verb string, in *allotv1.CNIRequest) (Request, error) {
 	req := Request{
 		Attachment:   attachmentFromProto(in.GetAttachment()),
 		NetNS:        in.GetNetns(),
@@ -144,7 +134,13 @@ func requestFromProto(in *allotv1.CNIRequest) (Request, error) {
 		PodName:      in.GetPodName(),
 		PrevResult:   in.GetPrevResult(),
 	}
-	return req, req.Attachment.validate()
+	if err := in.Validate(); err != nil {
+		return req, fmt.Errorf("%w: %s: %v", ErrInvalidRequest, verb, err)
+	}
+	if req.NetNS == "" && verb != "del" {
+		return req, fmt.Errorf("%w: %s has no netns path", ErrInvalidRequest, verb)
+	}
+	return req, nil
 }
 
 func attachmentFromProto(a *allotv1.Attachment) Attachment {

@@ -123,3 +123,42 @@ func TestGCOverTheWire(t *testing.T) {
 		t.Errorf("backend got %+v", gc)
 	}
 }
+
+// TestServerChecksKeysByCNIRules: the server checks every key by CNI's own
+// rules, served on a bare grpc.Server as the agent's is (no interceptor):
+// a key that would give a host veth alias or checkpoint record a '/', a
+// ':' or an over-long interface name never reaches the backend, whichever
+// verb carries it.
+func TestServerChecksKeysByCNIRules(t *testing.T) {
+	b := cniservertest.NewBackend(addrs(1)...)
+	c := client(t, cniservertest.Serve(t, b).Socket)
+	keys := []*allotv1.Attachment{
+		{Network: "allot", ContainerId: "../../etc", Ifname: "eth0"},
+		{Network: "allot", ContainerId: "abc", Ifname: "eth0:1"},
+		{Network: "allot", ContainerId: "abc", Ifname: "averyveryverylongname"},
+		{Network: "allot/x", ContainerId: "abc", Ifname: "eth0"},
+		{Network: "allot", ContainerId: "-abc", Ifname: "eth0"},
+	}
+	for _, k := range keys {
+		r := &allotv1.CNIRequest{Attachment: k, Netns: "/run/netns/allot-t-x"}
+		if _, err := c.Add(t.Context(), r); status.Code(err) != codes.InvalidArgument {
+			t.Errorf("Add(%v) = %v, want InvalidArgument", k, err)
+		}
+		if _, err := c.Del(t.Context(), r); status.Code(err) != codes.InvalidArgument {
+			t.Errorf("Del(%v) = %v, want InvalidArgument", k, err)
+		}
+		if _, err := c.Check(t.Context(), r); status.Code(err) != codes.InvalidArgument {
+			t.Errorf("Check(%v) = %v, want InvalidArgument", k, err)
+		}
+		gc := &allotv1.CNIGCRequest{Network: "allot", Valid: []*allotv1.Attachment{{ContainerId: k.ContainerId, Ifname: k.Ifname}}}
+		if k.Network != "allot" {
+			gc.Network = k.Network
+		}
+		if _, err := c.GC(t.Context(), gc); status.Code(err) != codes.InvalidArgument {
+			t.Errorf("GC(%v) = %v, want InvalidArgument", gc, err)
+		}
+	}
+	if n := b.TotalCalls(); n != 0 {
+		t.Errorf("keys CNI refuses reached the backend %d times", n)
+	}
+}

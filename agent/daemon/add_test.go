@@ -55,7 +55,7 @@ func TestAddOnEmptyPoolWaitsForDelivery(t *testing.T) {
 		t.Fatalf("recorder wired %v (%v), want %v", addr, ok, r.res.Address.Addr())
 	}
 	prim, _ := a.Identity().Primary()
-	if r.res.ENIID != prim.ENIID || r.res.Gateway != hostnet.PodGateway || r.res.HostIfName != hostnet.HostVethName(hostAttachment(req.Attachment)) {
+	if r.res.ENIID != prim.ENIID || r.res.Gateway != hostnet.PodGateway || r.res.HostIfName != hostnet.HostVethName(req.Attachment) {
 		t.Fatalf("result %+v: want ENI %s, gateway %v, host veth named after the attachment", r.res, prim.ENIID, hostnet.PodGateway)
 	}
 	brokertest.WaitFor(t, 10*time.Second, "demand back to no waiting ADD", func() bool {

@@ -14,12 +14,11 @@ import (
 	"github.com/allotnet/allot/agent/pool"
 )
 
+// keyOf is the pool's record key for an attachment. The CNI server checked
+// the attachment on the way in (cniserver's one check, by CNI's rules);
+// nothing here checks it again.
 func keyOf(a cniserver.Attachment) pool.Key {
 	return pool.Key{Network: a.Network, ContainerID: a.ContainerID, IfName: a.IfName}
-}
-
-func hostAttachment(a cniserver.Attachment) hostnet.Attachment {
-	return hostnet.Attachment{Network: a.Network, ContainerID: a.ContainerID, IfName: a.IfName}
 }
 
 // Add gives the attachment an address from the pool — recorded durably
@@ -41,7 +40,7 @@ func (a *Agent) Add(ctx context.Context, req cniserver.Request) (res cniserver.A
 	defer unlock()
 
 	al, err := a.pool.Add(ctx, key, pool.PodInfo{
-		HostVeth: hostnet.HostVethName(hostAttachment(req.Attachment)), Netns: req.NetNS,
+		HostVeth: hostnet.HostVethName(req.Attachment), Netns: req.NetNS,
 		PodNamespace: req.PodNamespace, PodName: req.PodName,
 	})
 	switch {
@@ -121,11 +120,7 @@ func (a *Agent) delLocked(key pool.Key, req cniserver.Request) error {
 	if !ok {
 		// No record, but host pieces of an attachment are named after it
 		// alone, so removing whatever has its name can't touch another pod.
-		att := hostAttachment(req.Attachment)
-		if att.Validate() != nil {
-			return nil // nothing of ours can carry a name we'd refuse
-		}
-		if err := a.net.TeardownPod(hostnet.PodConfig{Attachment: att, NetNS: req.NetNS, MTU: a.cfg.MTU}); err != nil {
+		if err := a.net.TeardownPod(hostnet.PodConfig{Attachment: req.Attachment, NetNS: req.NetNS, MTU: a.cfg.MTU}); err != nil {
 			return fmt.Errorf("del %s: tear down unrecorded pod network: %w", req.Attachment, err)
 		}
 		return nil

@@ -135,7 +135,7 @@ func TestCheck(t *testing.T) {
 		t.Fatalf("check of unknown attachment: %v, want ErrUnknownAttachment", err)
 	}
 	// The pod's wiring disappears behind the agent's back.
-	if err := net.TeardownPod(hostnet.PodConfig{Attachment: hostAttachment(req.Attachment)}); err != nil {
+	if err := net.TeardownPod(hostnet.PodConfig{Attachment: req.Attachment}); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.Check(ctxT(t), req); !errors.Is(err, cniserver.ErrCheckFailed) {

@@ -168,7 +168,7 @@ func mustAdd(t *testing.T, a *agentRun, req cniserver.Request) cniserver.AddResu
 // wired returns the address the recorder has wired for an attachment.
 func wired(r *hostnettest.Recorder, req cniserver.Request) (netip.Addr, bool) {
 	for _, p := range r.Pods() {
-		if p.Attachment == hostAttachment(req.Attachment) {
+		if p.Attachment == req.Attachment {
 			return p.Address, true
 		}
 	}

@@ -54,6 +54,12 @@ func TestValidate(t *testing.T) {
 		{"cni add ok", &CNIRequest{Attachment: &Attachment{Network: "allot", ContainerId: "abc", Ifname: "eth0"}}, ""},
 		{"cni without ifname", &CNIRequest{Attachment: &Attachment{Network: "allot", ContainerId: "abc"}}, "attachment.ifname"},
 		{"cni gc bad entry", &CNIGCRequest{Network: "allot", Valid: []*Attachment{{Network: "allot"}}}, "valid[0].attachment.container_id"},
+		{"cni container id with a slash", &CNIRequest{Attachment: &Attachment{Network: "allot", ContainerId: "a/b", Ifname: "eth0"}}, "attachment.container_id"},
+		{"cni network with a space", &CNIRequest{Attachment: &Attachment{Network: "my net", ContainerId: "abc", Ifname: "eth0"}}, "attachment.network"},
+		{"cni ifname too long", &CNIRequest{Attachment: &Attachment{Network: "allot", ContainerId: "abc", Ifname: "eth0123456789012"}}, "attachment.ifname"},
+		{"cni ifname with a colon", &CNIRequest{Attachment: &Attachment{Network: "allot", ContainerId: "abc", Ifname: "eth0:1"}}, "attachment.ifname"},
+		{"cni gc entry without network ok", &CNIGCRequest{Network: "allot", Valid: []*Attachment{{ContainerId: "abc", Ifname: "eth0"}}}, ""},
+		{"cni gc entry of another network", &CNIGCRequest{Network: "allot", Valid: []*Attachment{{Network: "other", ContainerId: "abc", Ifname: "eth0"}}}, "valid[0].attachment.network"},
 	} {
 		err := tc.req.Validate()
 		switch {

@@ -21,13 +21,25 @@ LDFLAGS     := -X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).commit=$(COMMI
 # Every main package in the repository, built into bin/ under its own name.
 COMMANDS := $(shell $(GO) list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./... 2>/dev/null)
 
-.PHONY: all build test fuzz proto lint tools clean demo bench-cni bench-burst bench-burst-quick
+.PHONY: all build images test fuzz proto lint tools clean demo bench-cni bench-burst bench-burst-quick
 
 all: build
 
 build:
 	@mkdir -p $(BIN)
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ $(COMMANDS)
+
+# images builds the agent and broker images with no container engine
+# (deploy/images): static binaries for IMAGE_ARCH on an empty base, into an
+# OCI layout and one tarball per image under out/images/.
+IMAGE_ARCH  ?= $(shell $(GO) env GOARCH)
+IMAGES_DIR  := out/images
+IMAGE_BINS  := ./agent/cmd/allot-agent ./cni/cmd/allot ./cni/cmd/allot-install-cni ./broker/cmd/allot-broker ./broker/cmd/allotctl
+images:
+	@mkdir -p $(IMAGES_DIR)/bin
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(IMAGES_DIR)/bin/ $(IMAGE_BINS)
+	$(GO) run ./deploy/images --bin-dir $(IMAGES_DIR)/bin --out $(IMAGES_DIR) --tag $(VERSION) \
+		--commit $(COMMIT) --date $(DATE) --arch $(IMAGE_ARCH)
 
 # test is the command README and CI run. Tests that need network namespaces
 # skip with a reason when not run as root.
@@ -83,4 +95,4 @@ lint: $(TOOLS)/staticcheck
 	$(TOOLS)/staticcheck ./...
 
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) out

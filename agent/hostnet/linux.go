@@ -23,6 +23,10 @@ type Config struct {
 	// LinkWait bounds how long SetupENI waits for a just-attached ENI's link
 	// to appear. Zero means 5 s.
 	LinkWait time.Duration
+	// ProcSys is where /proc/sys is readable and writable; empty means
+	// /proc/sys. A container's own /proc/sys is read-only, so the agent's
+	// DaemonSet mounts the host's /proc/sys/net elsewhere and names it here.
+	ProcSys string
 	// Logger receives structured logs; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -32,6 +36,7 @@ type Config struct {
 type Linux struct {
 	linkWait time.Duration
 	log      *slog.Logger
+	procSys  string
 
 	nodeNS netns.NsHandle
 	nl     *netlink.Handle // rtnetlink socket bound to nodeNS
@@ -69,6 +74,7 @@ func New(cfg Config) (*Linux, error) {
 	l := &Linux{
 		linkWait:  cfg.LinkWait,
 		log:       cfg.Logger,
+		procSys:   cfg.ProcSys,
 		nodeNS:    ns,
 		nl:        h,
 		settingUp: map[string]int{},
@@ -78,6 +84,9 @@ func New(cfg Config) (*Linux, error) {
 	}
 	if l.log == nil {
 		l.log = slog.Default()
+	}
+	if l.procSys == "" {
+		l.procSys = "/proc/sys"
 	}
 	return l, nil
 }

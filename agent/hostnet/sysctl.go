@@ -29,7 +29,7 @@ var ipForward = sysctl{key: "net/ipv4/ip_forward", value: "1"}
 func (l *Linux) setSysctls(settings ...sysctl) error {
 	return inNetNS(l.nodeNS, func() error {
 		for _, s := range settings {
-			path := filepath.Join("/proc/sys", s.key)
+			path := filepath.Join(l.procSys, s.key)
 			cur, err := os.ReadFile(path)
 			if err != nil {
 				return fmt.Errorf("read sysctl %s: %w", s.key, err)
@@ -49,7 +49,7 @@ func (l *Linux) setSysctls(settings ...sysctl) error {
 func (l *Linux) readSysctl(key string) (string, error) {
 	var v string
 	err := inNetNS(l.nodeNS, func() error {
-		b, err := os.ReadFile(filepath.Join("/proc/sys", key))
+		b, err := os.ReadFile(filepath.Join(l.procSys, key))
 		if err != nil {
 			return fmt.Errorf("read sysctl %s: %w", key, err)
 		}

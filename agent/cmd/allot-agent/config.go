@@ -31,6 +31,7 @@ type config struct {
 	brokerServerName string
 
 	nodeNetNS string
+	procSys   string
 	// nodeName is the Kubernetes node name (downward API spec.nodeName),
 	// shown beside the instance ID in logs.
 	nodeName string
@@ -87,6 +88,7 @@ func parseFlagsEnv(args []string, stderr io.Writer, lookup func(string) (string,
 		"coalesce demand updates to the broker: the first change goes at once, later ones within this interval "+
 			"together at its end (0: every change at once)")
 	fs.StringVar(&c.nodeNetNS, "node-netns", "", "network namespace path of the node (empty: the agent's own)")
+	fs.StringVar(&c.procSys, "proc-sys", "/proc/sys", "where /proc/sys is writable (in a container: the host's /proc/sys/net mounted under <dir>/net)")
 	fs.StringVar(&c.nodeName, "node-name", "", "Kubernetes node name, from the downward API (spec.nodeName); shown in logs beside the instance ID")
 	logFlags := logfmt.Register(fs, "info")
 	buildinfo.Flag(fs)

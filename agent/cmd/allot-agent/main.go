@@ -56,7 +56,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	netw, err := hostnet.New(hostnet.Config{NodeNetNS: cfg.nodeNetNS, Logger: log.With("component", "hostnet")})
+	netw, err := hostnet.New(hostnet.Config{NodeNetNS: cfg.nodeNetNS, ProcSys: cfg.procSys, Logger: log.With("component", "hostnet")})
 	if err != nil {
 		return fmt.Errorf("open host network: %w", err)
 	}

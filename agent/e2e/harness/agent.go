@@ -170,6 +170,26 @@ func (a *Agent) Kill9() {
 	a.signal(syscall.SIGKILL, 0)
 }
 
+// Freeze stops the agent with SIGSTOP, as a wedged or frozen process looks
+// to its clients: its socket still accepts connections, and nothing answers.
+// The returned thaw (also run when the test ends) resumes it with SIGCONT.
+func (a *Agent) Freeze() (thaw func()) {
+	a.t.Helper()
+	a.mu.Lock()
+	cmd := a.cmd
+	a.mu.Unlock()
+	if cmd == nil {
+		a.t.Fatal("agent not running")
+	}
+	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		a.t.Fatalf("SIGSTOP allot-agent: %v", err)
+	}
+	var once sync.Once
+	thaw = func() { once.Do(func() { _ = cmd.Process.Signal(syscall.SIGCONT) }) }
+	a.t.Cleanup(thaw)
+	return thaw
+}
+
 // Stop asks the agent to stop (SIGTERM) and kills it if it hasn't within
 // 10 s. Safe when not running.
 func (a *Agent) Stop() {

@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
 	"google.golang.org/grpc"
 
 	"github.com/allotnet/allot/agent/brokerlink"
@@ -25,6 +27,7 @@ import (
 	"github.com/allotnet/allot/agent/identity"
 	"github.com/allotnet/allot/agent/introspect"
 	"github.com/allotnet/allot/agent/pool"
+	"github.com/allotnet/allot/internal/telemetry"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 
@@ -70,8 +73,8 @@ type Agent struct {
 	// up stray.
 	netMu sync.RWMutex
 
-	metrics  *introspect.Metrics
-	tel      *telemetry
+	metrics  *telemetry.Metrics
+	tel      *instruments
 	started  sync.Once
 	startErr error
 }
@@ -99,12 +102,14 @@ func New(cfg Config, deps Deps) (*Agent, error) {
 		ckpt: checkpoint.New(cfg.CheckpointPath), net: deps.Network,
 	}
 	a.keys.init()
-	if cfg.IntrospectAddr != "" {
-		if a.metrics, err = introspect.NewMetrics(); err != nil {
+	var meter metric.Meter = noop.NewMeterProvider().Meter(meterName)
+	if cfg.IntrospectAddr != "" || cfg.MetricsAddr != "" {
+		if a.metrics, err = telemetry.NewMetrics(); err != nil {
 			return nil, err
 		}
+		meter = a.metrics.Meter(meterName)
 	}
-	if a.tel, err = newTelemetry(a); err != nil {
+	if a.tel, err = newTelemetry(meter, a); err != nil {
 		return nil, err
 	}
 	return a, nil
@@ -152,15 +157,31 @@ func (a *Agent) Run(ctx context.Context) error {
 		wg.Go(func() { _ = g.Serve(lis) })
 		a.log.Info("serving CNI", "socket", a.cfg.SocketPath)
 	}
+	intro, scrape, err := a.listenHTTP(&wg)
+	if err != nil {
+		if g != nil {
+			g.Stop()
+		}
+		return err
+	}
+	if a.cfg.DelQueueDir != "" {
+		wg.Go(func() { a.replayLoop(runCtx) })
+	}
+
+	<-ctx.Done()
+	a.log.Info("shutting down", "cause", context.Cause(ctx))
+	a.shutdown(g, intro, scrape)
+	return nil
+}
+
+// listenHTTP serves introspection on its loopback address and metrics
+// alone on the scrape address, each when configured.
+func (a *Agent) listenHTTP(wg *sync.WaitGroup) (*introspect.Server, *telemetry.Listener, error) {
 	var intro *introspect.Server
 	if a.cfg.IntrospectAddr != "" {
 		var err error
-		intro, err = introspect.Listen(a.cfg.IntrospectAddr, a.source(), a.metrics, a.deps.Logger)
-		if err != nil {
-			if g != nil {
-				g.Stop()
-			}
-			return err
+		if intro, err = introspect.Listen(a.cfg.IntrospectAddr, a.source(), a.metrics, a.deps.Logger); err != nil {
+			return nil, nil, err
 		}
 		wg.Go(func() {
 			if err := intro.Serve(); err != nil {
@@ -169,19 +190,28 @@ func (a *Agent) Run(ctx context.Context) error {
 		})
 		a.log.Info("serving introspection", "addr", intro.Addr())
 	}
-	if a.cfg.DelQueueDir != "" {
-		wg.Go(func() { a.replayLoop(runCtx) })
+	if a.cfg.MetricsAddr == "" {
+		return intro, nil, nil
 	}
-
-	<-ctx.Done()
-	a.log.Info("shutting down", "cause", context.Cause(ctx))
-	a.shutdown(g, intro)
-	return nil
+	scrape, err := telemetry.Listen(a.cfg.MetricsAddr, telemetry.MetricsHandler(a.metrics, a.up.Load))
+	if err != nil {
+		if intro != nil {
+			_ = intro.Shutdown(context.Background())
+		}
+		return nil, nil, fmt.Errorf("metrics listener: %w", err)
+	}
+	wg.Go(func() {
+		if err := scrape.Serve(); err != nil {
+			a.log.Error("metrics listener stopped", "err", err)
+		}
+	})
+	a.log.Info("serving metrics", "addr", scrape.Addr())
+	return intro, scrape, nil
 }
 
 // shutdown stops the servers; CNI calls in flight get a bounded time to
 // finish (an ADD waiting for capacity may take up to MaxAddWait).
-func (a *Agent) shutdown(g *grpc.Server, intro *introspect.Server) {
+func (a *Agent) shutdown(g *grpc.Server, intro *introspect.Server, scrape *telemetry.Listener) {
 	grace := a.cfg.MaxAddWait + 5*time.Second
 	if g != nil {
 		done := make(chan struct{})
@@ -200,6 +230,9 @@ func (a *Agent) shutdown(g *grpc.Server, intro *introspect.Server) {
 	defer cancel()
 	if intro != nil {
 		_ = intro.Shutdown(sctx)
+	}
+	if scrape != nil {
+		_ = scrape.Shutdown(sctx)
 	}
 	if a.metrics != nil {
 		_ = a.metrics.Shutdown(sctx)

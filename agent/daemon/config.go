@@ -73,6 +73,10 @@ type Config struct {
 	// IntrospectAddr is the localhost address of /v1/enis, /v1/pods,
 	// /healthz and /metrics; empty serves none.
 	IntrospectAddr string
+	// MetricsAddr serves /metrics and /healthz alone, read-only, for
+	// Prometheus elsewhere in the cluster: it may be the node's IP (a
+	// hostNetwork agent) or 0.0.0.0. Empty serves none.
+	MetricsAddr string
 	// DelQueueDir is where the plugin queues DELs while the agent is down;
 	// empty skips the replay.
 	DelQueueDir string

@@ -6,26 +6,29 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/allotnet/allot/agent/cniserver"
 )
 
-// telemetry holds the agent's OpenTelemetry instruments. Without an
-// introspection address they are no-ops.
-type telemetry struct {
+// instruments holds the agent's OpenTelemetry instruments. Without an
+// introspection or metrics address they are no-ops.
+type instruments struct {
 	requests metric.Int64Counter
 	duration metric.Float64Histogram
 }
 
 const meterName = "github.com/allotnet/allot/agent"
 
-func newTelemetry(a *Agent) (*telemetry, error) {
-	var m metric.Meter = noop.NewMeterProvider().Meter(meterName)
-	if a.metrics != nil {
-		m = a.metrics.Meter(meterName)
-	}
-	t := &telemetry{}
+// Instruments registers the agent's instruments on m with no agent behind
+// them (their callbacks must not run). The metric documentation, the
+// dashboards and the alert rules are checked against what it registers.
+func Instruments(m metric.Meter) error {
+	_, err := newTelemetry(m, &Agent{})
+	return err
+}
+
+func newTelemetry(m metric.Meter, a *Agent) (*instruments, error) {
+	t := &instruments{}
 	var err error
 	if t.requests, err = m.Int64Counter("allot.agent.cni.requests",
 		metric.WithDescription("CNI requests served, by verb and result (ok or the error's gRPC code)")); err != nil {
@@ -87,7 +90,7 @@ func newTelemetry(a *Agent) (*telemetry, error) {
 }
 
 // request records one CNI request.
-func (t *telemetry) request(ctx context.Context, verb string, start time.Time, err error) {
+func (t *instruments) request(ctx context.Context, verb string, start time.Time, err error) {
 	result := "ok"
 	if err != nil {
 		result = cniserver.Code(err).String()

@@ -1,7 +1,8 @@
 // Package introspect serves the agent's node-local introspection over HTTP
 // on a loopback address: /v1/enis and /v1/pods (JSON, the views operators
 // know from aws-vpc-cni), /healthz, and /metrics (OpenTelemetry instruments
-// through a Prometheus exporter).
+// through a Prometheus exporter). Metrics alone can also be served on the
+// node's address for in-cluster scraping (internal/telemetry.Listen).
 package introspect
 
 import (
@@ -14,6 +15,8 @@ import (
 	"net/http"
 	"net/netip"
 	"time"
+
+	"github.com/allotnet/allot/internal/telemetry"
 )
 
 // ENI is one interface of the node's pool.
@@ -79,9 +82,10 @@ type Server struct {
 }
 
 // Listen binds addr, which must be a loopback address: what it serves
-// describes every pod on the node and is meant for the node's operator only.
+// describes every pod on the node and is meant for the node's operator only
+// (metrics, which name no pod, may also be served elsewhere).
 // metrics may be nil (no /metrics).
-func Listen(addr string, src Source, metrics *Metrics, log *slog.Logger) (*Server, error) {
+func Listen(addr string, src Source, metrics *telemetry.Metrics, log *slog.Logger) (*Server, error) {
 	if err := checkLoopback(addr); err != nil {
 		return nil, err
 	}
@@ -128,7 +132,7 @@ func (s *Server) Serve() error {
 func (s *Server) Shutdown(ctx context.Context) error { return s.srv.Shutdown(ctx) }
 
 // Handler returns the introspection routes; metrics may be nil.
-func Handler(src Source, metrics *Metrics) http.Handler {
+func Handler(src Source, metrics *telemetry.Metrics) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/enis", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, src.ENIs())

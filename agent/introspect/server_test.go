@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/allotnet/allot/internal/telemetry"
 )
 
 type fakeSource struct{ h Health }
@@ -22,7 +24,7 @@ func (f fakeSource) Pods() []Pod {
 }
 func (f fakeSource) Health() Health { return f.h }
 
-func serve(t *testing.T, src Source, m *Metrics) string {
+func serve(t *testing.T, src Source, m *telemetry.Metrics) string {
 	t.Helper()
 	s, err := Listen("127.0.0.1:0", src, m, nil)
 	if err != nil {
@@ -45,7 +47,7 @@ func get(t *testing.T, url string) (int, string) {
 }
 
 func TestEndpoints(t *testing.T) {
-	m, err := NewMetrics()
+	m, err := telemetry.NewMetrics()
 	if err != nil {
 		t.Fatal(err)
 	}

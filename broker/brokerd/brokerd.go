@@ -13,9 +13,12 @@ import (
 	"net"
 	"sync"
 
+	"google.golang.org/grpc"
+
 	"github.com/allotnet/allot/broker/ec2client"
 	"github.com/allotnet/allot/broker/executor"
 	"github.com/allotnet/allot/broker/leader"
+	"github.com/allotnet/allot/broker/metrics"
 	"github.com/allotnet/allot/broker/ratelimit"
 	"github.com/allotnet/allot/broker/server"
 	"github.com/allotnet/allot/broker/store"
@@ -45,7 +48,13 @@ func New(ctx context.Context, cfg Config) (b *Broker, err error) {
 	}
 	log := cfg.Logger
 	b = &Broker{cfg: cfg, log: log}
-	cli, closeEtcd, err := openEtcd(ctx, cfg.Etcd, "allot-"+cfg.Cluster, log)
+	var dial []grpc.DialOption
+	if cfg.Meter != nil {
+		if dial, err = metrics.EtcdDialOptions(cfg.Meter); err != nil {
+			return nil, err
+		}
+	}
+	cli, closeEtcd, err := openEtcd(ctx, cfg.Etcd, "allot-"+cfg.Cluster, dial, log)
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +70,7 @@ func New(ctx context.Context, cfg Config) (b *Broker, err error) {
 	lim := ratelimit.New(ratelimit.Config{Share: cfg.EC2.BucketShare, TimeScale: cfg.TimeScale})
 	b.ec2, err = ec2client.New(ctx, ec2client.Config{
 		Region: cfg.EC2.Region, Endpoint: cfg.EC2.Endpoint, Credentials: cfg.EC2.Credentials, Limiter: lim,
-		Logger: log.With("component", "ec2client"),
+		Logger: log.With("component", "ec2client"), Meter: cfg.Meter,
 	})
 	if err != nil {
 		return nil, err
@@ -71,6 +80,11 @@ func New(ctx context.Context, cfg Config) (b *Broker, err error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Meter != nil {
+		if err := metrics.Register(cfg.Meter, metrics.Sources{Limiter: lim, Leader: b.el, State: b.st}); err != nil {
+			return nil, err
+		}
 	}
 	b.srv, err = server.New(server.Config{
 		Store: b.st, Leader: b.el, Logger: log, NodeTTL: cfg.NodeTTL, Coalesce: cfg.Coalesce,

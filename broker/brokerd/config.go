@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/grpc"
 
 	"github.com/allotnet/allot/broker/executor"
@@ -63,6 +64,9 @@ type Config struct {
 
 	// Logger; nil discards.
 	Logger *slog.Logger
+	// Meter receives the broker's metrics (broker/metrics, EC2 calls, etcd
+	// latency; docs/metrics.md); nil records none.
+	Meter metric.Meter
 }
 
 // EtcdConfig says which etcd the broker keeps its state in: an external

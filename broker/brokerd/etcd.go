@@ -8,6 +8,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 
 	"github.com/allotnet/allot/broker/etcdembed"
 )
@@ -16,13 +17,13 @@ import (
 // starts the embedded one. The returned func closes what was opened here:
 // the client, then the embedded server.
 // token is the embedded cluster's bootstrap token ("allot-<cluster>").
-func openEtcd(ctx context.Context, cfg EtcdConfig, token string, log *slog.Logger) (*clientv3.Client, func(), error) {
+func openEtcd(ctx context.Context, cfg EtcdConfig, token string, dial []grpc.DialOption, log *slog.Logger) (*clientv3.Client, func(), error) {
 	switch {
 	case cfg.Client != nil:
 		return cfg.Client, func() {}, nil
 	case len(cfg.Endpoints) > 0:
 		cli, err := clientv3.New(clientv3.Config{
-			Endpoints: cfg.Endpoints, TLS: cfg.TLS, DialTimeout: 10 * time.Second,
+			Endpoints: cfg.Endpoints, TLS: cfg.TLS, DialTimeout: 10 * time.Second, DialOptions: dial,
 		})
 		if err != nil {
 			return nil, nil, fmt.Errorf("connect to etcd %v: %w", cfg.Endpoints, err)
@@ -42,7 +43,7 @@ func openEtcd(ctx context.Context, cfg EtcdConfig, token string, log *slog.Logge
 	if err != nil {
 		return nil, nil, err
 	}
-	cli, err := e.Client()
+	cli, err := e.Client(dial...)
 	if err != nil {
 		e.Close()
 		return nil, nil, err

@@ -18,12 +18,14 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/smithy-go"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/allotnet/allot/broker/ratelimit"
 )
@@ -55,6 +57,9 @@ type Config struct {
 	HTTPClient *http.Client
 	// Logger receives throttling warnings; nil means slog.Default().
 	Logger *slog.Logger
+	// Meter receives the call counters and latencies (see instruments);
+	// nil records nothing.
+	Meter metric.Meter
 }
 
 // Client calls EC2. It is safe for concurrent use.
@@ -63,6 +68,7 @@ type Client struct {
 	limiter *ratelimit.Limiter
 	retries int
 	log     *slog.Logger
+	ins     instruments
 
 	mu        sync.Mutex
 	calls     map[string]int64
@@ -116,8 +122,12 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	ins, err := newInstruments(cfg.Meter)
+	if err != nil {
+		return nil, err
+	}
 	return &Client{
-		ec2: api, limiter: lim, retries: retries, log: log,
+		ec2: api, limiter: lim, retries: retries, log: log, ins: ins,
 		calls: map[string]int64{}, throttled: map[string]int64{},
 	}, nil
 }
@@ -161,7 +171,9 @@ func call[T any](ctx context.Context, c *Client, action string, filtered bool, s
 			return zero, &APIError{Action: action, Err: fmt.Errorf("waiting for a %s token: %w", class, err)}
 		}
 		c.count(c.calls, action)
+		start := time.Now()
 		out, err := send(ctx)
+		c.ins.call(ctx, action, time.Since(start), err)
 		if err == nil {
 			return out, nil
 		}

@@ -20,6 +20,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 )
 
 // Config says where the embedded etcd keeps its data and listens, and which
@@ -257,12 +258,14 @@ func (s *Server) MemberID() string { return s.etcd.Server.MemberID().String() }
 // Endpoints returns the client URLs to dial.
 func (s *Server) Endpoints() []string { return []string{s.client} }
 
-// Client returns a new client connected to this server; the caller closes it.
-func (s *Server) Client() (*clientv3.Client, error) {
+// Client returns a new client connected to this server, dialed with opts
+// besides the client's own; the caller closes it.
+func (s *Server) Client(opts ...grpc.DialOption) (*clientv3.Client, error) {
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   s.Endpoints(),
 		DialTimeout: 5 * time.Second,
 		Logger:      s.zl,
+		DialOptions: opts,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("connect to embedded etcd at %s: %w", strings.Join(s.Endpoints(), ","), err)

@@ -15,6 +15,7 @@ import (
 	"github.com/allotnet/allot/cni/plugin"
 	"github.com/allotnet/allot/internal/buildinfo"
 	"github.com/allotnet/allot/internal/logfmt"
+	"github.com/allotnet/allot/internal/telemetry"
 )
 
 // config is everything the agent is told on its command line; main builds
@@ -36,6 +37,8 @@ type config struct {
 	// shown beside the instance ID in logs.
 	nodeName string
 	log      logfmt.Options
+	// trace is read from the OpenTelemetry environment.
+	trace telemetry.TraceConfig
 }
 
 // parseFlags builds the config from args and the environment variables
@@ -77,6 +80,8 @@ func parseFlagsEnv(args []string, stderr io.Writer, lookup func(string) (string,
 	fs.StringVar(&a.CheckpointPath, "checkpoint", "/var/lib/allot/checkpoint.json", "allocation checkpoint file")
 	fs.StringVar(&a.SocketPath, "socket", plugin.DefaultAgentSocket, "CNI unix socket (mode 0600)")
 	fs.StringVar(&a.IntrospectAddr, "introspect-addr", "127.0.0.1:61679", "loopback address of /v1/enis, /v1/pods, /healthz, /metrics (empty: off)")
+	fs.StringVar(&a.MetricsAddr, "metrics-addr", "", "address serving /metrics and /healthz alone, read-only, for Prometheus "+
+		"in the cluster: the node's IP (e.g. $(NODE_IP):61678) or 0.0.0.0:61678 (empty: off)")
 	fs.StringVar(&a.DelQueueDir, "del-queue-dir", plugin.DefaultDelQueueDir, "directory where the plugin queues DELs while the agent is down (empty: no replay)")
 	fs.DurationVar(&a.DelQueueInterval, "del-queue-interval", daemon.DefaultDelQueueInterval, "how often the DEL queue is replayed after start")
 	fs.BoolVar(&a.ExternalSNAT, "external-snat", false, "leave SNAT of traffic leaving the VPC to an external NAT (AWS_VPC_K8S_CNI_EXTERNALSNAT)")
@@ -118,6 +123,9 @@ func parseFlagsEnv(args []string, stderr io.Writer, lookup func(string) (string,
 	}
 	var err error
 	if c.log, err = logFlags.Parse(); err != nil {
+		return c, err
+	}
+	if c.trace, err = telemetry.TraceConfigFromEnv(lookup, "allot-agent"); err != nil {
 		return c, err
 	}
 	if (c.brokerCert == "") != (c.brokerKey == "") {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -24,7 +25,10 @@ func dialBroker(c config) (*grpc.ClientConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := append(brokerlink.DialOptions(), grpc.WithTransportCredentials(creds))
+	// otelgrpc carries the trace context of a waiting ADD to the broker
+	// (the global providers main installed).
+	opts := append(brokerlink.DialOptions(), grpc.WithTransportCredentials(creds),
+		grpc.WithStatsHandler(otelgrpc.NewClientHandler()))
 	target := c.brokers[0]
 	if len(c.brokers) > 1 {
 		r := manual.NewBuilderWithScheme("allot-brokers")

@@ -17,12 +17,14 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/allotnet/allot/agent/daemon"
 	"github.com/allotnet/allot/agent/hostnet"
 	"github.com/allotnet/allot/agent/identity"
 	"github.com/allotnet/allot/internal/buildinfo"
 	"github.com/allotnet/allot/internal/logfmt"
+	"github.com/allotnet/allot/internal/telemetry"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 
@@ -52,6 +54,12 @@ func main() {
 
 // run builds the agent's dependencies from cfg and runs it until ctx ends.
 func run(ctx context.Context, cfg config, log *slog.Logger) error {
+	tracing, err := telemetry.NewTracing(ctx, cfg.trace)
+	if err != nil {
+		return err
+	}
+	defer flushTraces(tracing, log)
+	telemetry.Install(tracing)
 	imds, err := identity.NewClient(cfg.imdsEndpoint)
 	if err != nil {
 		return err
@@ -81,4 +89,14 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	log.Info("allot-agent starting", "version", buildinfo.Get().Version, "imds", cfg.imdsEndpoint, "brokers", cfg.brokers, "mode", cfg.agent.Mode,
 		"checkpoint", cfg.agent.CheckpointPath, "socket", cfg.agent.SocketPath)
 	return agent.Run(ctx)
+}
+
+// flushTraces exports the spans still buffered, bounded so a collector that
+// is down cannot hold the stop.
+func flushTraces(t *telemetry.Tracing, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := t.Shutdown(ctx); err != nil {
+		log.Warn("traces not flushed", "err", err)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/allotnet/allot/internal/telemetry"
 	"io"
 	"os"
 	"strings"
@@ -20,6 +21,10 @@ type config struct {
 	name    string
 	cluster string
 	listen  string
+	// metricsAddr serves /metrics and /healthz, read-only; empty: off.
+	metricsAddr string
+	// trace is read from the OpenTelemetry environment by main.
+	trace telemetry.TraceConfig
 
 	// etcd: external endpoints (with optional TLS), or embedded in dataDir.
 	etcdEndpoints []string
@@ -78,6 +83,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.name, "name", host, "this replica's name in leader election and status")
 	fs.StringVar(&c.cluster, "cluster", "default", "cluster name: the etcd key prefix and the allot.dev/cluster tag on ENIs")
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:7600", "gRPC listen address")
+	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "address serving /metrics and /healthz alone, read-only, for Prometheus: "+
+		"the pod's IP (e.g. $(POD_IP):7601) or 0.0.0.0:7601 (empty: off)")
 	endpoints := fs.String("etcd-endpoints", "", "comma-separated external etcd endpoints; empty runs an embedded etcd in --data-dir")
 	fs.StringVar(&c.etcdCACert, "etcd-cacert", "", "CA bundle to verify etcd's TLS certificates")
 	fs.StringVar(&c.etcdCert, "etcd-cert", "", "client certificate for etcd")

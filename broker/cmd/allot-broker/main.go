@@ -29,6 +29,7 @@ import (
 	"github.com/allotnet/allot/broker/executor"
 	"github.com/allotnet/allot/internal/buildinfo"
 	"github.com/allotnet/allot/internal/logfmt"
+	"github.com/allotnet/allot/internal/telemetry"
 )
 
 func main() {
@@ -40,6 +41,10 @@ func main() {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintf(os.Stderr, "allot-broker: %v\n", err)
 		}
+		os.Exit(2)
+	}
+	if cfg.trace, err = telemetry.TraceConfigFromEnv(os.LookupEnv, "allot-broker"); err != nil {
+		fmt.Fprintf(os.Stderr, "allot-broker: %v\n", err)
 		os.Exit(2)
 	}
 	log := logfmt.New(os.Stderr, cfg.log)
@@ -55,15 +60,24 @@ func main() {
 // run builds the broker from the flags, runs it until ctx ends, and closes
 // etcd last.
 func run(ctx context.Context, cfg config, log *slog.Logger) error {
+	obs, err := startObservability(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer obs.close()
 	bc, err := brokerConfig(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
+	bc.Meter = obs.meter
 	b, err := brokerd.New(ctx, bc)
 	if err != nil {
 		return err
 	}
 	defer b.Close()
+	if err := obs.serve(cfg.metricsAddr, func() bool { return true }); err != nil {
+		return err
+	}
 	log.Info("allot-broker starting", "replica", cfg.name, "version", buildinfo.Get().Version, "cluster", cfg.cluster,
 		"tls", cfg.tlsCert != "", "mtls", cfg.tlsClientCA != "")
 	return b.Run(ctx)

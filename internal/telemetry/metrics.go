@@ -1,4 +1,9 @@
-package introspect
+// Package telemetry is what the broker and the agent share to be observed:
+// an OpenTelemetry meter provider read by a Prometheus exporter, an OTLP
+// trace exporter configured the way every OpenTelemetry SDK is (the
+// OTEL_* environment, read in main), and a small read-only HTTP listener
+// for /metrics.
+package telemetry
 
 import (
 	"context"
@@ -35,6 +40,10 @@ func NewMetrics() (*Metrics, error) {
 
 // Meter returns a meter for the named instrumentation scope.
 func (m *Metrics) Meter(name string) metric.Meter { return m.provider.Meter(name) }
+
+// Provider returns the meter provider, for instrumentation libraries
+// (otelgrpc) that take one.
+func (m *Metrics) Provider() metric.MeterProvider { return m.provider }
 
 // Handler serves the Prometheus text format.
 func (m *Metrics) Handler() http.Handler { return m.handler }

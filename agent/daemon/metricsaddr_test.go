@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/allotnet/allot/agent/hostnet"
+	"github.com/allotnet/allot/agent/hostnet/hostnettest"
 )
 
 // freeAddr returns a loopback address nothing listens on right now.
@@ -30,7 +30,7 @@ func TestMetricsAddrServesMetricsOnly(t *testing.T) {
 	cfg := e.config()
 	cfg.IntrospectAddr = ""
 	cfg.MetricsAddr = freeAddr(t)
-	a := e.start(cfg, hostnet.NewRecorder())
+	a := e.start(cfg, hostnettest.NewRecorder())
 	e.deliver(a, 2)
 	mustAdd(t, a, podReq("p", "c1"))
 	base := "http://" + cfg.MetricsAddr

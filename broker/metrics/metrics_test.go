@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/allotnet/allot/broker/etcdembed"
+	"github.com/allotnet/allot/broker/etcdembed/etcdembedtest"
 	"github.com/allotnet/allot/broker/metrics"
 	"github.com/allotnet/allot/broker/ratelimit"
 	"github.com/allotnet/allot/broker/store"
@@ -62,7 +62,7 @@ func TestClusterGauges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := etcdembed.StartServerForTest(t)
+	srv := etcdembedtest.StartServer(t)
 	cli, err := srv.Client(dial...)
 	if err != nil {
 		t.Fatal(err)

@@ -40,7 +40,7 @@ func TestTraceConfigFromEnv(t *testing.T) {
 			want: func(c telemetry.TraceConfig) bool { return !c.Enabled() }},
 		{name: "service, resource, headers, timeout, sampler", env: map[string]string{
 			"OTEL_EXPORTER_OTLP_ENDPOINT": "https://c:4317", "OTEL_SERVICE_NAME": "broker-a",
-			"OTEL_RESOURCE_ATTRIBUTES":   "k8s.pod.name=p%201,team=net", "OTEL_EXPORTER_OTLP_HEADERS": "api-key=s3cr%3Dt",
+			"OTEL_RESOURCE_ATTRIBUTES": "k8s.pod.name=p%201,team=net", "OTEL_EXPORTER_OTLP_HEADERS": "api-key=s3cr%3Dt",
 			"OTEL_EXPORTER_OTLP_TIMEOUT": "2500", "OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.25"},
 			want: func(c telemetry.TraceConfig) bool {
 				return c.ServiceName == "broker-a" && c.Attributes["k8s.pod.name"] == "p 1" && c.Headers["api-key"] == "s3cr=t" &&

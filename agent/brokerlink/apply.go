@@ -84,7 +84,7 @@ func (l *Link) applyLocked(enis []*allotv1.ENI, rev int64) bool {
 		listed[b.id] = b
 		// What the demand accounts for: the pool or the confirmer holds
 		// every well-formed entry of an ENI taken from the snapshot.
-		known += len(b.addrs) + pool.PrefixSize*len(b.prefixes)
+		known += allotv1.PodAddresses(len(b.addrs), len(b.prefixes))
 		for _, a := range b.addrs {
 			listedAddrs[a] = true
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/allotnet/allot/agent/hostnet"
 	"github.com/allotnet/allot/agent/identity"
 	"github.com/allotnet/allot/agent/pool"
+	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 
 // confirmer adds delivered addresses to the pool once IMDS shows them on
@@ -92,7 +93,7 @@ func (c *confirmer) count() int {
 	defer c.mu.Unlock()
 	n := 0
 	for _, p := range c.pending {
-		n += len(p.addrs) + pool.PrefixSize*len(p.prefixes)
+		n += allotv1.PodAddresses(len(p.addrs), len(p.prefixes))
 	}
 	return n
 }

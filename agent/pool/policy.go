@@ -3,10 +3,8 @@ package pool
 import (
 	"errors"
 	"fmt"
+	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
-
-// PrefixSize is the number of addresses in a delegated /28 prefix.
-const PrefixSize = 16
 
 // Targets are the warm-pool settings, with the meaning aws-vpc-cni gives its
 // variables of the same names (pkg/ipamd/ipamd.go, datastoreTargetState,
@@ -110,7 +108,7 @@ func maxENIs(t Targets, l Limits) int {
 func perENI(t Targets, l Limits) int {
 	slots := max(l.IPv4PerENI-1, 0) // the ENI's own primary address
 	if t.PrefixMode {
-		return slots * PrefixSize
+		return slots * allotv1.PrefixSize
 	}
 	return slots
 }
@@ -119,7 +117,7 @@ func perENI(t Targets, l Limits) int {
 func Capacity(t Targets, l Limits) int { return maxENIs(t, l) * perENI(t, l) }
 
 // Shortfall returns how many more addresses the warm targets ask for, in
-// addresses (a multiple of PrefixSize in prefix mode), capped by what the
+// addresses (a multiple of allotv1.PrefixSize in prefix mode), capped by what the
 // node can still hold. Pods waiting right now are not part of it: they are
 // reported to the broker separately, and served first.
 func Shortfall(t Targets, l Limits, s Stats) int {
@@ -133,12 +131,12 @@ func Shortfall(t Targets, l Limits, s Stats) int {
 		short := max(t.WarmIPs-avail, 0)
 		short = max(short, t.MinimumIPs-s.Total)
 		if t.PrefixMode {
-			short = ceilDiv(short, PrefixSize) * PrefixSize
+			short = ceilDiv(short, allotv1.PrefixSize) * allotv1.PrefixSize
 		}
 		need = short
 	case t.PrefixMode:
-		if avail < t.WarmPrefixes*PrefixSize || (t.WarmPrefixes == 0 && avail == 0) {
-			need = max(1, t.WarmPrefixes-s.FreePrefixes) * PrefixSize
+		if avail < t.WarmPrefixes*allotv1.PrefixSize || (t.WarmPrefixes == 0 && avail == 0) {
+			need = max(1, t.WarmPrefixes-s.FreePrefixes) * allotv1.PrefixSize
 		}
 	default:
 		per := perENI(t, l)
@@ -152,7 +150,7 @@ func Shortfall(t Targets, l Limits, s Stats) int {
 	}
 	room := max(Capacity(t, l)-s.Total-s.Releasing, 0)
 	if t.PrefixMode {
-		room = room / PrefixSize * PrefixSize
+		room = room / allotv1.PrefixSize * allotv1.PrefixSize
 	}
 	return min(need, room)
 }
@@ -169,7 +167,7 @@ func Excess(t Targets, l Limits, assigned, free int) int {
 	keep := max(t.WarmIPs, t.MinimumIPs-assigned, 0)
 	switch per := perENI(t, l); {
 	case t.PrefixMode && t.WarmPrefixes > 0:
-		keep = max(keep, t.WarmPrefixes*PrefixSize)
+		keep = max(keep, t.WarmPrefixes*allotv1.PrefixSize)
 	case t.ipTargets():
 	case !t.PrefixMode && t.WarmENIs > 0 && per > 0:
 		keep = t.WarmENIs * per

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/allotnet/allot/agent/checkpoint"
+	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 
 // DefaultCooldown is how long a freed address waits before reuse.
@@ -292,7 +293,7 @@ func (p *Pool) demandLocked(t Targets, l Limits) Demand {
 	unserved := max(int(p.arriving.Load()), p.pending) + p.lingering(p.cfg.Clock.Now())
 	taken := min(unserved, free)
 	s.Assigned += taken
-	s.FreePrefixes = min(s.FreePrefixes, max(s.Available(), 0)/PrefixSize)
+	s.FreePrefixes = min(s.FreePrefixes, max(s.Available(), 0)/allotv1.PrefixSize)
 	return Demand{Pending: unserved - taken, WarmShortfall: Shortfall(t, l, s)}
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/allotnet/allot/awssim/world"
 	"github.com/allotnet/allot/bench/lowerbound"
 	"github.com/allotnet/allot/broker/planner"
+	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 
 // burstDemand is one node's whole burst demand as if known at once: the
@@ -20,10 +21,10 @@ func burstDemand(mode daemon.Mode, l pool.Limits, pods int, have pool.Stats) (pe
 	after := have
 	if t.PrefixMode {
 		// Waiting pods are served in whole prefixes.
-		add := (pending + pool.PrefixSize - 1) / pool.PrefixSize
+		add := (pending + allotv1.PrefixSize - 1) / allotv1.PrefixSize
 		after.Prefixes += add
-		after.Total += add * pool.PrefixSize
-		used := (pods + pool.PrefixSize - 1) / pool.PrefixSize
+		after.Total += add * allotv1.PrefixSize
+		used := (pods + allotv1.PrefixSize - 1) / allotv1.PrefixSize
 		after.FreePrefixes = max(after.Prefixes-used, 0)
 	} else {
 		after.Total += pending
@@ -62,7 +63,7 @@ func idealPlan(mode daemon.Mode, pl planner.Limits, pods int, insts map[string]s
 				Primary: e.Attachment.DeviceIndex == 0, Secondary: len(e.SecondaryIPs), Prefixes: len(e.Prefixes),
 			})
 			have.ENIs++
-			have.Total += len(e.SecondaryIPs) + pool.PrefixSize*len(e.Prefixes)
+			have.Total += allotv1.PodAddresses(len(e.SecondaryIPs), len(e.Prefixes))
 			have.Prefixes += len(e.Prefixes)
 			have.FreePrefixes += len(e.Prefixes)
 		}

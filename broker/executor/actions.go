@@ -8,6 +8,7 @@ import (
 	"github.com/allotnet/allot/broker/ec2client"
 	"github.com/allotnet/allot/broker/planner"
 	"github.com/allotnet/allot/broker/store"
+	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 
 // errWait means a task found EC2 not yet ready (an ENI still detaching);
@@ -254,6 +255,6 @@ func (e *Engine) assign(ctx context.Context, rs *runState, a planner.Action, eni
 	if err := e.st.CompleteAssign(ctx, in.ID, a.ENIID, addrs, prefixes); err != nil {
 		return fmt.Errorf("record addresses assigned to %s: %w", a.ENIID, err)
 	}
-	e.deliver(rs, a.InstanceID, in.ID, len(addrs)+planner.PrefixSize*len(prefixes), now)
+	e.deliver(rs, a.InstanceID, in.ID, allotv1.PodAddresses(len(addrs), len(prefixes)), now)
 	return nil
 }

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/allotnet/allot/broker/ec2client"
-	"github.com/allotnet/allot/broker/planner"
 	"github.com/allotnet/allot/broker/store"
+	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 )
 
@@ -133,4 +133,4 @@ func eniRecord(x ec2client.ENIInfo, instance string, deviceIndex int, token stri
 }
 
 // podAddresses is how many pod addresses an ENI record holds.
-func podAddresses(x store.ENI) int { return len(x.Addresses) + planner.PrefixSize*len(x.Prefixes) }
+func podAddresses(x store.ENI) int { return allotv1.PodAddresses(len(x.Addresses), len(x.Prefixes)) }

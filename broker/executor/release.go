@@ -7,6 +7,7 @@ import (
 
 	"github.com/allotnet/allot/broker/planner"
 	"github.com/allotnet/allot/broker/store"
+	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 
 // proposeReleases proposes giving back addresses a node's agent has stated
@@ -112,7 +113,7 @@ func (e *Engine) carryOutRelease(ctx context.Context, rs *runState, r store.Rele
 		if err := e.st.CompleteUnassign(ctx, in.ID, eni.ID, addrs, prefixes); err != nil {
 			return fmt.Errorf("record unassign from %s: %w", eni.ID, err)
 		}
-		e.count(func(s *Stats) { s.Released += int64(len(addrs) + planner.PrefixSize*len(prefixes)) })
+		e.count(func(s *Stats) { s.Released += int64(allotv1.PodAddresses(len(addrs), len(prefixes))) })
 	}
 	if err := e.st.FinishRelease(ctx, r.ID); err != nil {
 		return fmt.Errorf("finish release %s: %w", r.ID, err)

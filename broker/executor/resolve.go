@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/allotnet/allot/broker/ec2client"
-	"github.com/allotnet/allot/broker/planner"
 	"github.com/allotnet/allot/broker/store"
+	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 )
 
@@ -79,7 +79,7 @@ func (e *Engine) seedLedger(ctx context.Context, rs *runState) error {
 		}
 		n := in.Count
 		if in.Prefix {
-			n *= planner.PrefixSize
+			n *= allotv1.PrefixSize
 		}
 		key := in.ID
 		if in.Kind == store.IntentCreate {
@@ -263,7 +263,7 @@ func (e *Engine) resolveAssign(ctx context.Context, rs *runState, in store.Inten
 	if err := e.st.CompleteAssign(ctx, in.ID, in.ENIID, addrs, prefixes); err != nil {
 		return err
 	}
-	e.deliver(rs, in.InstanceID, in.ID, len(addrs)+planner.PrefixSize*len(prefixes), in.CreatedAt)
+	e.deliver(rs, in.InstanceID, in.ID, allotv1.PodAddresses(len(addrs), len(prefixes)), in.CreatedAt)
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/allotnet/allot/broker/planner"
 	"github.com/allotnet/allot/broker/store"
+	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 )
 
@@ -324,7 +325,7 @@ func (e *Engine) inFlight(rs *runState, snap *snapshot, node string, d store.Dem
 func slotsOf(enis []store.ENI) int {
 	n := 0
 	for _, x := range enis {
-		n += len(x.Addresses) + planner.PrefixSize*len(x.Prefixes)
+		n += allotv1.PodAddresses(len(x.Addresses), len(x.Prefixes))
 	}
 	return n
 }

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 	"math/rand"
 	"reflect"
 	"testing"
@@ -108,7 +109,7 @@ func checkPlan(nodes []Node, budgets Budgets, plan Plan) error {
 		mode := effectiveMode(&n)
 		unit := 1
 		if mode == Prefix {
-			unit = PrefixSize
+			unit = allotv1.PrefixSize
 		}
 		existing := map[string]ENI{}
 		devs := map[int]bool{0: true}

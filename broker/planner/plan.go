@@ -2,6 +2,7 @@ package planner
 
 import (
 	"container/heap"
+	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 	"sort"
 )
 
@@ -75,7 +76,7 @@ type nodeState struct {
 	node *Node
 	idx  int // input position, the last tie-break
 	mode Mode
-	unit int // addresses per slot: 1, or PrefixSize
+	unit int // addresses per slot: 1, or allotv1.PrefixSize
 	// urgentAddrs and totalAddrs are the demand in addresses after InFlight;
 	// urgentSlots and totalSlots the same in slots.
 	urgentAddrs, totalAddrs int
@@ -89,7 +90,7 @@ type nodeState struct {
 func newNodeState(n *Node, idx int) *nodeState {
 	s := &nodeState{node: n, idx: idx, mode: effectiveMode(n), unit: 1}
 	if s.mode == Prefix {
-		s.unit = PrefixSize
+		s.unit = allotv1.PrefixSize
 	}
 	inFlight := max(n.InFlight, 0)
 	s.urgentAddrs = max(n.Pending-inFlight, 0)

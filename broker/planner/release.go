@@ -2,6 +2,7 @@ package planner
 
 import (
 	"cmp"
+	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 	"net/netip"
 	"slices"
 )
@@ -84,7 +85,7 @@ func ChooseRelease(in ReleaseInput) Release {
 	slices.Sort(best.give)
 	r := Release{ENIID: best.eni.ID}
 	if in.Mode == Prefix {
-		k := min(len(best.give), excess/PrefixSize)
+		k := min(len(best.give), excess/allotv1.PrefixSize)
 		if k == 0 {
 			return Release{}
 		}

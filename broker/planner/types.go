@@ -3,6 +3,8 @@
 // Plan out; tests check plans without EC2.
 package planner
 
+import allotv1 "github.com/allotnet/allot/proto/allot/v1"
+
 // Mode says how a node's pods get addresses.
 type Mode int
 
@@ -13,9 +15,6 @@ const (
 	// prefix takes one address slot of the ENI and yields 16 addresses.
 	Prefix
 )
-
-// PrefixSize is the number of addresses in one delegated /28 prefix.
-const PrefixSize = 16
 
 // Limits are an instance type's ENI limits, as DescribeInstanceTypes gives
 // them.
@@ -126,7 +125,7 @@ type Action struct {
 // Addresses returns how many pod addresses the action yields.
 func (a Action) Addresses() int {
 	if a.Mode == Prefix {
-		return a.Count * PrefixSize
+		return a.Count * allotv1.PrefixSize
 	}
 	return a.Count
 }

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"github.com/allotnet/allot/broker/planner"
 	"github.com/allotnet/allot/broker/store"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
@@ -15,7 +14,7 @@ const (
 // addrUnit is how many pod addresses one ENI address slot yields for a node.
 func addrUnit(n store.Node) int64 {
 	if n.Mode == modePrefix {
-		return planner.PrefixSize
+		return allotv1.PrefixSize
 	}
 	return 1
 }
@@ -112,7 +111,7 @@ func podsFromAvailable(sn store.Subnet, nodeBy map[string]store.Node, local []st
 	}
 	pods := min(avail, spare1)
 	avail -= pods
-	f16 := min(avail/planner.PrefixSize, spare16) * planner.PrefixSize
+	f16 := min(avail/allotv1.PrefixSize, spare16) * allotv1.PrefixSize
 	pods += f16
 	avail -= f16
 

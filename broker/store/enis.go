@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 	"net/netip"
 	"slices"
@@ -11,14 +12,11 @@ import (
 	"time"
 )
 
-// prefixSize is how many addresses one delegated IPv4 prefix (/28) holds.
-const prefixSize = 16
-
 // Weight is how many subnet addresses the ENI counts for in
 // Subnet.Attached: its primary address (not for a node's primary ENI, which
 // the cluster didn't create), its secondary addresses and 16 per prefix.
 func (e ENI) Weight() int64 {
-	w := int64(len(e.Addresses)) + prefixSize*int64(len(e.Prefixes))
+	w := int64(allotv1.PodAddresses(len(e.Addresses), len(e.Prefixes)))
 	if !e.Primary {
 		w++
 	}

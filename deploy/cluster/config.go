@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 	"log/slog"
 	"os"
 	"time"
@@ -18,9 +19,6 @@ const (
 // may keep before the broker asks for some back (the broker engine's
 // default; allot-broker has no flag for it). The leak check allows it.
 const ReleaseMargin = 4
-
-// prefixSize is the addresses in one delegated /28.
-const prefixSize = 16
 
 // Config is one cluster on this machine.
 type Config struct {
@@ -141,7 +139,7 @@ func (w WarmTargets) keepFree(mode string, ipv4PerENI int) int {
 	ipTargets := w.WarmIPs > 0 || w.MinimumIPs > 0
 	if mode == ModePrefix {
 		if w.WarmPrefixes > 0 {
-			k = max(k, w.WarmPrefixes*prefixSize)
+			k = max(k, w.WarmPrefixes*allotv1.PrefixSize)
 		}
 		return k
 	}
@@ -159,9 +157,9 @@ func (w WarmTargets) allowedIdle(mode string, ipv4PerENI int) (addrs, enis int) 
 	keep := w.keepFree(mode, ipv4PerENI)
 	slotsPerENI := max(ipv4PerENI-1, 1)
 	if mode == ModePrefix {
-		addrs = keep + max(ReleaseMargin, prefixSize-1)
-		slots := addrs / prefixSize
-		return slots * prefixSize, max(1, ceilDiv(slots, slotsPerENI))
+		addrs = keep + max(ReleaseMargin, allotv1.PrefixSize-1)
+		slots := addrs / allotv1.PrefixSize
+		return slots * allotv1.PrefixSize, max(1, ceilDiv(slots, slotsPerENI))
 	}
 	addrs = keep + ReleaseMargin
 	return addrs, max(1, ceilDiv(addrs, slotsPerENI))

@@ -34,7 +34,7 @@ func (e ENIView) poolSize() int {
 	n := 0
 	for _, a := range e.Addresses {
 		if strings.Contains(a, "/") {
-			n += prefixSize
+			n += allotv1.PrefixSize
 		} else {
 			n++
 		}

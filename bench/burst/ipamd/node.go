@@ -49,12 +49,12 @@ import (
 
 	"github.com/allotnet/allot/agent/cniserver"
 	"github.com/allotnet/allot/agent/identity"
+	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 
 // ipamd's constants (pkg/ipamd/ipamd.go, pkg/awsutils/awsutils.go).
 const (
 	poolMonitorInterval = 5 * time.Second
-	prefixSize          = 16
 	// maxENIEC2APIRetries and maxENIBackoffDelay bound awsutils' own retry
 	// loops (deleteENI, detach, waitForENIAndIPsAttached).
 	maxENIEC2APIRetries = 12
@@ -242,7 +242,7 @@ func (n *Node) tooLow(s stats) bool {
 		return false
 	}
 	if n.cfg.PrefixMode {
-		return s.available() < prefixSize*n.cfg.WarmPrefixTarget || (n.cfg.WarmPrefixTarget == 0 && s.available() == 0)
+		return s.available() < allotv1.PrefixSize*n.cfg.WarmPrefixTarget || (n.cfg.WarmPrefixTarget == 0 && s.available() == 0)
 	}
 	return s.available() < n.maxIPsPerENI*n.cfg.WarmENITarget || (n.cfg.WarmENITarget == 0 && s.available() == 0)
 }

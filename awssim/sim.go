@@ -14,6 +14,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -41,6 +42,11 @@ type Config struct {
 	// IMDSAddr is the host the per-instance IMDS listeners bind (default
 	// 127.0.0.1); each instance gets its own port.
 	IMDSAddr string
+	// IMDSPortBase, when non-zero, pins the IMDS ports: the n-th instance
+	// launched (from 0, the scenario's first) listens on IMDSPortBase+n, so
+	// a command line can name an instance's IMDS before awssim starts.
+	// Zero picks free ports.
+	IMDSPortBase int
 	// IMDSLag, DetachDelay and ConsistencyWindow override the scenario's
 	// timing when non-zero; a negative value means none.
 	IMDSLag, DetachDelay, ConsistencyWindow time.Duration
@@ -78,8 +84,9 @@ type Sim struct {
 	ec2Srv, adminSrv *http.Server
 	ec2URL, adminURL string
 
-	mu   sync.Mutex
-	imds map[string]*imdsServer
+	mu       sync.Mutex
+	imds     map[string]*imdsServer
+	imdsNext int // instances whose IMDS listener was started, for IMDSPortBase
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -212,7 +219,14 @@ func (s *Sim) startIMDS(instanceID string) error {
 	h := imds.NewHandler(instanceID, s.world, imds.Options{
 		TokenRequired: s.cfg.Scenario.IMDS.TokenRequired, Signer: s.signer, Logger: s.log,
 	})
-	srv, url, err := s.serve(net.JoinHostPort(s.cfg.IMDSAddr, "0"), h)
+	port := 0
+	if s.cfg.IMDSPortBase > 0 {
+		s.mu.Lock()
+		port = s.cfg.IMDSPortBase + s.imdsNext
+		s.imdsNext++
+		s.mu.Unlock()
+	}
+	srv, url, err := s.serve(net.JoinHostPort(s.cfg.IMDSAddr, strconv.Itoa(port)), h)
 	if err != nil {
 		return fmt.Errorf("imds listener for %s: %w", instanceID, err)
 	}

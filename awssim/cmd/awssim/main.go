@@ -11,10 +11,12 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/allotnet/allot/awssim"
+	"github.com/allotnet/allot/awssim/enilinks"
 	"github.com/allotnet/allot/awssim/scenario"
 	"github.com/allotnet/allot/internal/buildinfo"
 	"github.com/allotnet/allot/internal/logfmt"
@@ -70,6 +72,10 @@ func run() error {
 	addr := fs.String("addr", "127.0.0.1:4566", "EC2 API listen address")
 	adminAddr := fs.String("admin-addr", "127.0.0.1:4567", `admin API listen address ("off" to disable)`)
 	imdsAddr := fs.String("imds-addr", "127.0.0.1", "host the per-instance IMDS listeners bind (one port each)")
+	imdsPortBase := fs.Int("imds-port-base", 0, "pin IMDS ports: the n-th instance (from 0, the scenario's first) listens on this port + n (0: free ports)")
+	eniLinks := fs.String("eni-links", "", "comma-separated network namespace paths, one per instance in launch order: "+
+		"awssim keeps a link carrying each attached ENI's MAC in the instance's namespace, which an agent run by hand "+
+		"waits for (there is no data plane here; the demo has one)")
 	imdsLag := fs.Duration("imds-lag", 0, "IMDS lag behind EC2 in simulated time (0: the scenario's, default 1s; negative: none)")
 	detachDelay := fs.Duration("detach-delay", 0, "time an ENI stays detaching, simulated (0: the scenario's, default 2s; negative: none)")
 	window := fs.Duration("consistency-window", 0, "new ENIs invisible to DescribeNetworkInterfaces, simulated (0: the scenario's, default 0; negative: none)")
@@ -117,13 +123,20 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	sim, err := awssim.Start(ctx, awssim.Config{
-		Scenario: sc, TimeScale: *timeScale, Addr: *addr, AdminAddr: *adminAddr, IMDSAddr: *imdsAddr,
+		Scenario: sc, TimeScale: *timeScale, Addr: *addr, AdminAddr: *adminAddr, IMDSAddr: *imdsAddr, IMDSPortBase: *imdsPortBase,
 		IMDSLag: *imdsLag, DetachDelay: *detachDelay, ConsistencyWindow: *window, Seed: *seed, Logger: log,
 	})
 	if err != nil {
 		return err
 	}
 	defer sim.Close()
+	if *eniLinks != "" {
+		closeLinks, err := startENILinks(sim, *eniLinks, log)
+		if err != nil {
+			return err
+		}
+		defer closeLinks()
+	}
 	if *certOut != "" {
 		pem, err := sim.IdentityCertificatePEM()
 		if err != nil {
@@ -148,4 +161,33 @@ func run() error {
 	<-ctx.Done()
 	log.Info("awssim stopping")
 	return nil
+}
+
+// startENILinks keeps ENI links for the first instances in the given
+// namespaces; the returned func removes them.
+func startENILinks(sim *awssim.Sim, paths string, log *slog.Logger) (func(), error) {
+	insts := sim.World().Instances()
+	assign := map[string]string{}
+	for i, p := range strings.Split(paths, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		if i >= len(insts) {
+			return nil, fmt.Errorf("--eni-links names %d namespaces; the scenario has %d instances", i+1, len(insts))
+		}
+		assign[insts[i].ID] = p
+	}
+	l := enilinks.New(assign, log.With("component", "enilinks"))
+	remove := sim.World().AddHooks(l)
+	if err := l.Sync(insts); err != nil {
+		remove()
+		_ = l.Close()
+		return nil, fmt.Errorf("--eni-links: %w", err)
+	}
+	return func() {
+		remove()
+		if err := l.Close(); err != nil {
+			log.Warn("remove ENI links", "err", err)
+		}
+	}, nil
 }

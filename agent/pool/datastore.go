@@ -26,28 +26,14 @@ func (p *Pool) Add(ctx context.Context, key Key, info PodInfo) (Allocation, erro
 	// Counted as arriving until it holds an address or gives up; told to
 	// the reporters now, before the lock, which other ADDs' checkpoint
 	// writes may hold for a while.
+	w := &addWait{p: p}
 	p.arriving.Add(1)
 	p.retried()
-	arrived := false
-	served := func() {
-		if !arrived {
-			arrived = true
-			p.arriving.Add(-1)
-		}
-	}
-	defer served()
+	defer w.served()
 	p.notify()
-	waiting := false
-	stopWaiting := func() {
-		if waiting {
-			waiting = false
-			p.pending--
-			p.signalLocked()
-		}
-	}
 	p.mu.Lock()
 	defer func() {
-		stopWaiting()
+		w.stopWaiting()
 		p.mu.Unlock()
 	}()
 	for {
@@ -55,7 +41,7 @@ func (p *Pool) Add(ctx context.Context, key Key, info PodInfo) (Allocation, erro
 		// DEL) is waited out, so what is found below is durable.
 		p.waitTurnLocked(claim{key: key})
 		if al, ok := p.allocs[key]; ok {
-			served()
+			w.served()
 			return *al, nil
 		}
 		now := p.cfg.Clock.Now()
@@ -63,42 +49,86 @@ func (p *Pool) Add(ctx context.Context, key Key, info PodInfo) (Allocation, erro
 		if a := p.pickLocked(); a != nil {
 			// It holds an address from here: neither arriving nor
 			// pending while its write is in flight.
-			served()
-			stopWaiting()
-			al := &Allocation{Key: key, PodInfo: info, Addr: a.addr, ENIID: a.eni, Created: now}
-			a.state, a.holder = checkpoint.Assigned, key
-			p.allocs[key] = al
-			err := p.commitLocked(func() {
-				a.state, a.holder = checkpoint.Free, Key{}
-				delete(p.allocs, key)
-			}, claim{key: key, addr: a.addr})
-			if err != nil {
-				return Allocation{}, fmt.Errorf("add %s: %w", key, err)
-			}
-			p.log.Debug("address assigned", "attachment", key.String(), "addr", a.addr, "eni", a.eni)
-			return *al, nil
+			w.served()
+			w.stopWaiting()
+			return p.assignLocked(key, info, a, now)
 		}
-		if !waiting {
-			waiting = true
-			p.pending++
-			p.signalLocked()
+		w.startWaiting()
+		if err := p.sleepLocked(ctx, now); err != nil {
+			return Allocation{}, fmt.Errorf("add %s: %w: %w", key, ErrNoAddress, err)
 		}
-		wake := p.wake
-		var cooled <-chan time.Time
-		if next, ok := p.nextCoolLocked(); ok {
-			cooled = p.cfg.Clock.After(next.Sub(now))
-		}
-		p.mu.Unlock()
-		select {
-		case <-wake:
-		case <-cooled:
-		case <-ctx.Done():
-			p.mu.Lock()
-			p.giveUp()
-			return Allocation{}, fmt.Errorf("add %s: %w: %w", key, ErrNoAddress, ctx.Err())
-		}
-		p.mu.Lock()
 	}
+}
+
+// addWait is one ADD's place in the demand: arriving until it holds an
+// address or gives up, and pending while it waits for one. p.mu guards
+// waiting.
+type addWait struct {
+	p       *Pool
+	arrived bool
+	waiting bool
+}
+
+func (w *addWait) served() {
+	if !w.arrived {
+		w.arrived = true
+		w.p.arriving.Add(-1)
+	}
+}
+
+func (w *addWait) startWaiting() {
+	if !w.waiting {
+		w.waiting = true
+		w.p.pending++
+		w.p.signalLocked()
+	}
+}
+
+func (w *addWait) stopWaiting() {
+	if w.waiting {
+		w.waiting = false
+		w.p.pending--
+		w.p.signalLocked()
+	}
+}
+
+// assignLocked gives a to key and persists it; on a failed write nothing
+// changed.
+func (p *Pool) assignLocked(key Key, info PodInfo, a *addrRec, now time.Time) (Allocation, error) {
+	al := &Allocation{Key: key, PodInfo: info, Addr: a.addr, ENIID: a.eni, Created: now}
+	a.state, a.holder = checkpoint.Assigned, key
+	p.allocs[key] = al
+	err := p.commitLocked(func() {
+		a.state, a.holder = checkpoint.Free, Key{}
+		delete(p.allocs, key)
+	}, claim{key: key, addr: a.addr})
+	if err != nil {
+		return Allocation{}, fmt.Errorf("add %s: %w", key, err)
+	}
+	p.log.Debug("address assigned", "attachment", key.String(), "addr", a.addr, "eni", a.eni)
+	return *al, nil
+}
+
+// sleepLocked releases p.mu until something may have freed an address
+// (capacity added, a release cancelled, a cooldown ended) and takes it
+// again. It returns ctx's error once ctx ends, recording the ADD as given
+// up.
+func (p *Pool) sleepLocked(ctx context.Context, now time.Time) error {
+	wake := p.wake
+	var cooled <-chan time.Time
+	if next, ok := p.nextCoolLocked(); ok {
+		cooled = p.cfg.Clock.After(next.Sub(now))
+	}
+	p.mu.Unlock()
+	defer p.mu.Lock()
+	select {
+	case <-wake:
+	case <-cooled:
+	case <-ctx.Done():
+		p.giveUp()
+		return ctx.Err()
+	}
+	return nil
 }
 
 // signalLocked tells reporters something changed without persisting (the

@@ -49,19 +49,60 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 
 func parseFlagsEnv(args []string, stderr io.Writer, lookup func(string) (string, bool)) (config, error) {
 	var c config
-	a := &c.agent
 	fs := flag.NewFlagSet("allot-agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	raw := rawFlags{brokers: brokerFlags(fs, &c), mode: poolFlags(fs, &c.agent), exclude: hostFlags(fs, &c)}
+	logFlags := logfmt.Register(fs, "info")
+	buildinfo.Flag(fs)
+	if err := applyEnv(fs, lookup); err != nil {
+		return c, err
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if err := c.finish(raw); err != nil {
+		return c, err
+	}
+	var err error
+	if c.log, err = logFlags.Parse(); err != nil {
+		return c, err
+	}
+	if c.trace, err = telemetry.TraceConfigFromEnv(lookup, "allot-agent"); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// rawFlags are flag values that need parsing once the flags are read.
+type rawFlags struct {
+	brokers, mode, exclude *string
+}
+
+// brokerFlags registers how to reach the broker and IMDS.
+func brokerFlags(fs *flag.FlagSet, c *config) (brokers *string) {
 	fs.StringVar(&c.imdsEndpoint, "imds-endpoint", "",
 		"instance metadata endpoint; REQUIRED, no default so a test can never read a real instance's identity. "+
 			"On EC2 it is http://169.254.169.254")
-	brokers := fs.String("broker", "", "REQUIRED: comma-separated broker addresses (host:port); the agent uses whichever answers")
+	brokers = fs.String("broker", "", "REQUIRED: comma-separated broker addresses (host:port); the agent uses whichever answers")
 	fs.StringVar(&c.brokerCA, "broker-ca", "", "CA bundle to verify the broker's certificate (plaintext if empty)")
 	fs.StringVar(&c.brokerCert, "broker-cert", "", "client certificate for mutual TLS with the broker")
 	fs.StringVar(&c.brokerKey, "broker-key", "", "client key for mutual TLS with the broker")
 	fs.StringVar(&c.brokerServerName, "broker-server-name", "", "name to verify in the broker's certificate (default: the host of the address)")
+	a := &c.agent
+	fs.DurationVar(&a.UsageInterval, "usage-interval", 0, "batch usage reports to the broker at most this often (0: 1s)")
+	fs.DurationVar(&a.HeartbeatInterval, "heartbeat-interval", 0, "liveness heartbeat to the broker (0: 10s)")
+	fs.DurationVar(&a.DemandInterval, "demand-interval", brokerlink.DefaultDemandInterval,
+		"coalesce demand updates to the broker: the first change goes at once, later ones within this interval "+
+			"together at its end (0: every change at once)")
+	return brokers
+}
 
-	mode := fs.String("mode", string(daemon.ModeSecondaryIP), "address mode: secondary-ip or prefix (/28 prefixes, Nitro only)")
+// poolFlags registers the warm pool's targets, limits and waits.
+func poolFlags(fs *flag.FlagSet, a *daemon.Config) (mode *string) {
+	mode = fs.String("mode", string(daemon.ModeSecondaryIP), "address mode: secondary-ip or prefix (/28 prefixes, Nitro only)")
 	fs.IntVar(&a.Warm.WarmIPs, "warm-ip-target", 0, "WARM_IP_TARGET: free addresses to keep (overrides ENI/prefix targets)")
 	fs.IntVar(&a.Warm.MinimumIPs, "minimum-ip-target", 0, "MINIMUM_IP_TARGET: addresses to hold at least")
 	fs.IntVar(&a.Warm.WarmENIs, "warm-eni-target", 0, "WARM_ENI_TARGET: ENIs' worth of free addresses (secondary-ip; default 1 when no target is set)")
@@ -78,6 +119,12 @@ func parseFlagsEnv(args []string, stderr io.Writer, lookup func(string) (string,
 	fs.DurationVar(&a.RetryLinger, "retry-linger", pool.DefaultRetryLinger,
 		"how long an ADD that gave up waiting still counts in the node's demand: kubelet retries its pod 10-15s later")
 	fs.StringVar(&a.CheckpointPath, "checkpoint", "/var/lib/allot/checkpoint.json", "allocation checkpoint file")
+	return mode
+}
+
+// hostFlags registers the node's sockets, endpoints and host network.
+func hostFlags(fs *flag.FlagSet, c *config) (exclude *string) {
+	a := &c.agent
 	fs.StringVar(&a.SocketPath, "socket", plugin.DefaultAgentSocket, "CNI unix socket (mode 0600)")
 	fs.StringVar(&a.IntrospectAddr, "introspect-addr", "127.0.0.1:61679", "loopback address of /v1/enis, /v1/pods, /healthz, /metrics (empty: off)")
 	fs.StringVar(&a.MetricsAddr, "metrics-addr", "", "address serving /metrics and /healthz alone, read-only, for Prometheus "+
@@ -85,54 +132,37 @@ func parseFlagsEnv(args []string, stderr io.Writer, lookup func(string) (string,
 	fs.StringVar(&a.DelQueueDir, "del-queue-dir", plugin.DefaultDelQueueDir, "directory where the plugin queues DELs while the agent is down (empty: no replay)")
 	fs.DurationVar(&a.DelQueueInterval, "del-queue-interval", daemon.DefaultDelQueueInterval, "how often the DEL queue is replayed after start")
 	fs.BoolVar(&a.ExternalSNAT, "external-snat", false, "leave SNAT of traffic leaving the VPC to an external NAT (AWS_VPC_K8S_CNI_EXTERNALSNAT)")
-	exclude := fs.String("snat-exclude-cidrs", "", "comma-separated CIDRs outside the VPC that pods reach without SNAT")
+	exclude = fs.String("snat-exclude-cidrs", "", "comma-separated CIDRs outside the VPC that pods reach without SNAT")
 	fs.IntVar(&a.MTU, "mtu", 0, "MTU of ENI links and pod veths (0: leave as is)")
-	fs.DurationVar(&a.UsageInterval, "usage-interval", 0, "batch usage reports to the broker at most this often (0: 1s)")
-	fs.DurationVar(&a.HeartbeatInterval, "heartbeat-interval", 0, "liveness heartbeat to the broker (0: 10s)")
-	fs.DurationVar(&a.DemandInterval, "demand-interval", brokerlink.DefaultDemandInterval,
-		"coalesce demand updates to the broker: the first change goes at once, later ones within this interval "+
-			"together at its end (0: every change at once)")
 	fs.StringVar(&c.nodeNetNS, "node-netns", "", "network namespace path of the node (empty: the agent's own)")
 	fs.StringVar(&c.procSys, "proc-sys", "/proc/sys", "where /proc/sys is writable (in a container: the host's /proc/sys/net mounted under <dir>/net)")
 	fs.StringVar(&c.nodeName, "node-name", "", "Kubernetes node name, from the downward API (spec.nodeName); shown in logs beside the instance ID")
-	logFlags := logfmt.Register(fs, "info")
-	buildinfo.Flag(fs)
-	if err := applyEnv(fs, lookup); err != nil {
-		return c, err
-	}
-	if err := fs.Parse(args); err != nil {
-		return c, err
-	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
-	}
+	return exclude
+}
+
+// finish checks what the flags say together and fills what needs parsing.
+func (c *config) finish(raw rawFlags) error {
+	a := &c.agent
 	if c.imdsEndpoint == "" {
-		return c, errors.New("--imds-endpoint is required (on EC2: http://169.254.169.254)")
+		return errors.New("--imds-endpoint is required (on EC2: http://169.254.169.254)")
 	}
-	c.brokers = splitList(*brokers)
+	c.brokers = splitList(*raw.brokers)
 	if len(c.brokers) == 0 {
-		return c, errors.New("--broker is required")
+		return errors.New("--broker is required")
 	}
-	a.Mode = daemon.Mode(*mode)
-	for _, s := range splitList(*exclude) {
+	a.Mode = daemon.Mode(*raw.mode)
+	for _, s := range splitList(*raw.exclude) {
 		p, err := netip.ParsePrefix(s)
 		if err != nil {
-			return c, fmt.Errorf("--snat-exclude-cidrs: %w", err)
+			return fmt.Errorf("--snat-exclude-cidrs: %w", err)
 		}
 		a.SNATExcludeCIDRs = append(a.SNATExcludeCIDRs, p.Masked())
 	}
-	var err error
-	if c.log, err = logFlags.Parse(); err != nil {
-		return c, err
-	}
-	if c.trace, err = telemetry.TraceConfigFromEnv(lookup, "allot-agent"); err != nil {
-		return c, err
-	}
 	if (c.brokerCert == "") != (c.brokerKey == "") {
-		return c, errors.New("--broker-cert and --broker-key go together")
+		return errors.New("--broker-cert and --broker-key go together")
 	}
 	if c.brokerCert != "" && c.brokerCA == "" {
-		return c, errors.New("--broker-cert needs --broker-ca")
+		return errors.New("--broker-cert needs --broker-ca")
 	}
 	if a.Cooldown == 0 {
 		a.Cooldown = -1 // an explicit 0 on the command line means none
@@ -140,7 +170,7 @@ func parseFlagsEnv(args []string, stderr io.Writer, lookup func(string) (string,
 	if a.DemandInterval == 0 {
 		a.DemandInterval = -1 // likewise: no coalescing
 	}
-	return c, nil
+	return nil
 }
 
 func splitList(s string) []string {

@@ -13,31 +13,23 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"strconv"
-	"sync"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/allotnet/allot/bench/lowerbound"
-	"github.com/allotnet/allot/broker/ec2client"
-	"github.com/allotnet/allot/broker/etcdembed"
+	"github.com/allotnet/allot/broker/brokerd"
 	"github.com/allotnet/allot/broker/executor"
-	"github.com/allotnet/allot/broker/leader"
 	"github.com/allotnet/allot/broker/planner"
-	"github.com/allotnet/allot/broker/ratelimit"
-	"github.com/allotnet/allot/broker/reconciler"
-	"github.com/allotnet/allot/broker/server"
-	"github.com/allotnet/allot/broker/store"
 )
 
 // Cluster is the broker's cluster name in the benchmark (etcd prefix, ENI
 // tag).
 const Cluster = "burst"
 
-// BrokerConfig is what the benchmark's broker is told. It is the production
-// wiring of cmd/allot-broker (embedded etcd, store, leader election, gRPC
-// server, and on the leader the engine and the reconciler), with every
-// timer scaled like the simulation and a stats endpoint added.
+// BrokerConfig is what the benchmark's broker is told. The broker is
+// assembled as allot-broker assembles it (broker/brokerd: embedded etcd,
+// store, leader election, gRPC server, and on the leader the engine and
+// optionally the reconciler), with every timer scaled like the simulation
+// and a stats endpoint added.
 type BrokerConfig struct {
 	// DataDir holds the embedded etcd's data. Required.
 	DataDir string
@@ -107,152 +99,68 @@ type Broker struct {
 	// Addr is the gRPC address agents dial.
 	Addr string
 
-	cfg  BrokerConfig
-	st   *store.Store
-	ec2c *ec2client.Client
-
-	mu      sync.Mutex
-	eng     *executor.Engine
-	planned map[string]int
-	plans   int
-
+	b    *brokerd.Broker
 	stop func()
 }
 
-// StartBroker starts a broker in this process. Close stops it.
-func StartBroker(ctx context.Context, cfg BrokerConfig) (b *Broker, err error) {
+// StartBroker starts a broker in this process, assembled as allot-broker
+// assembles it (brokerd). Close stops it.
+func StartBroker(ctx context.Context, cfg BrokerConfig) (*Broker, error) {
 	if cfg.DataDir == "" || cfg.EC2Endpoint == "" {
 		return nil, errors.New("bench broker: data dir and EC2 endpoint are required")
 	}
 	if cfg.TimeScale <= 0 {
 		cfg.TimeScale = 1
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	var cleanups []func()
-	defer func() {
-		if err != nil {
-			for i := len(cleanups) - 1; i >= 0; i-- {
-				cleanups[i]()
-			}
-		}
-	}()
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+	b, err := brokerd.New(ctx, brokerd.Config{
+		Name: "bench-broker", Cluster: Cluster, Listen: "127.0.0.1:0",
+		Etcd:         brokerd.EtcdConfig{DataDir: filepath.Join(cfg.DataDir, "etcd"), UnsafeNoFsync: !cfg.Fsync},
+		EC2:          brokerd.EC2Config{Endpoint: cfg.EC2Endpoint, BucketShare: cfg.Share},
+		TimeScale:    cfg.TimeScale,
+		NoReconciler: !cfg.Reconciler,
+		Logger:       cfg.Logger,
+	})
+	if err != nil {
 		return nil, fmt.Errorf("bench broker: %w", err)
 	}
-	etcd, err := etcdembed.Start(ctx, etcdembed.Config{
-		Dir: filepath.Join(cfg.DataDir, "etcd"), UnsafeNoFsync: !cfg.Fsync, Logger: log.With("component", "etcd"),
-	})
-	if err != nil {
-		return nil, err
-	}
-	cleanups = append(cleanups, etcd.Close)
-	cli, err := etcd.Client()
-	if err != nil {
-		return nil, err
-	}
-	cleanups = append(cleanups, func() { _ = cli.Close() })
-	st, err := store.Open(cli, Cluster)
-	if err != nil {
-		return nil, err
-	}
-	ec2c, err := ec2client.New(ctx, ec2client.Config{
-		Region: "us-east-1", Endpoint: cfg.EC2Endpoint,
-		Limiter: ratelimit.New(ratelimit.Config{Share: cfg.Share, TimeScale: cfg.TimeScale}),
-		Logger:  log.With("component", "ec2client"),
-	})
-	if err != nil {
-		return nil, err
-	}
-	el, err := leader.New(leader.Config{Client: cli, Prefix: st.Prefix(), Name: "bench-broker", TTL: 10 * time.Second, Logger: log})
-	if err != nil {
-		return nil, err
-	}
-	srv, err := server.New(server.Config{Store: st, Leader: el, Logger: log})
-	if err != nil {
-		return nil, err
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("bench broker: listen: %w", err)
-	}
-	b = &Broker{Addr: lis.Addr().String(), cfg: cfg, st: st, ec2c: ec2c, planned: map[string]int{}}
-	go func() { _ = srv.Serve(lis) }()
-	cleanups = append(cleanups, func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		srv.Stop(sctx)
-	})
-
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	elected := make(chan struct{})
+	done := make(chan struct{})
 	go func() {
-		defer close(elected)
-		_ = el.Run(runCtx, func(ctx context.Context) error { return b.lead(ctx, log) })
+		defer close(done)
+		_ = b.Run(runCtx)
 	}()
-	cleanups = append(cleanups, func() {
+	return &Broker{Addr: b.Addr(), b: b, stop: func() {
 		cancel()
-		<-elected
-	})
-	b.stop = func() {
-		for i := len(cleanups) - 1; i >= 0; i-- {
-			cleanups[i]()
-		}
-	}
-	return b, nil
-}
-
-// lead is one leadership term: the engine and (optionally) the reconciler,
-// with allot-broker's timers divided by the time scale.
-func (b *Broker) lead(ctx context.Context, log *slog.Logger) error {
-	scaled := func(d time.Duration) time.Duration { return time.Duration(float64(d) / b.cfg.TimeScale) }
-	eng := executor.New(executor.Config{
-		Cluster: Cluster, Store: b.st, EC2: b.ec2c, Logger: log, OnPlan: b.onPlan,
-	}.WithTimeScale(b.cfg.TimeScale))
-	b.mu.Lock()
-	b.eng = eng
-	b.mu.Unlock()
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return eng.Run(gctx) })
-	if b.cfg.Reconciler {
-		rec := reconciler.New(reconciler.Config{
-			Cluster: Cluster, Store: b.st, EC2: b.ec2c, Logger: log,
-			Interval: scaled(time.Minute), Grace: scaled(time.Minute),
-		})
-		g.Go(func() error { return rec.Run(gctx) })
-	}
-	return g.Wait()
-}
-
-func (b *Broker) onPlan(p planner.Plan) {
-	calls := lowerbound.MinCalls(p)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.plans++
-	for k, v := range calls {
-		b.planned[k] += v
-	}
+		<-done
+		b.Close()
+	}}, nil
 }
 
 // Stats returns the broker's counters; Proc is this process's.
 func (b *Broker) Stats() BrokerStats {
-	b.mu.Lock()
-	s := BrokerStats{Planned: map[string]int{}, Plans: b.plans}
-	for k, v := range b.planned {
-		s.Planned[k] = v
-	}
-	eng := b.eng
-	b.mu.Unlock()
-	if eng != nil {
+	s := BrokerStats{Planned: map[string]int{}}
+	if eng := b.b.Engine(); eng != nil {
 		s.Engine = eng.Stats()
+		s.Plans = int(s.Engine.Plans)
+		s.Planned = plannedCalls(s.Engine.Planned)
 	}
-	s.Writes = b.st.Writes()
-	s.EC2Calls = b.ec2c.Calls()
-	s.EC2Throttled = b.ec2c.Throttled()
+	s.Writes = b.b.Store().Writes()
+	s.EC2Calls = b.b.EC2().Calls()
+	s.EC2Throttled = b.b.EC2().Throttled()
 	s.Proc = SelfProcStats()
 	return s
+}
+
+// plannedCalls is the EC2 calls the planned actions cost, by action name
+// (lowerbound.MinCalls of a plan of that many actions of each kind).
+func plannedCalls(byKind map[string]int64) map[string]int {
+	var p planner.Plan
+	for _, k := range []planner.Kind{planner.Assign, planner.CreateAttach} {
+		for range byKind[k.String()] {
+			p.Actions = append(p.Actions, planner.Action{Kind: k})
+		}
+	}
+	return lowerbound.MinCalls(p)
 }
 
 // Close stops the broker: the server, the leader's work, then etcd.

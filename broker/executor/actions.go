@@ -36,9 +36,6 @@ func (e *Engine) createAttach(ctx context.Context, rs *runState, a planner.Actio
 	}
 	input := e.createInput(in, sgs)
 	info, err := e.ec2.CreateENI(ctx, input)
-	if e.crashAfter(rs, "CreateNetworkInterface") {
-		return errCrashed
-	}
 	if err != nil {
 		e.fail(ctx, in, err)
 		return fmt.Errorf("create ENI for %s in %s: %w", a.InstanceID, a.SubnetID, err)
@@ -89,9 +86,6 @@ func (e *Engine) attach(ctx context.Context, rs *runState, eni store.ENI) error 
 	}
 	defer e.own(rs, in.ID, false)
 	attachmentID, err := e.ec2.AttachENI(ctx, eni.ID, eni.InstanceID, eni.DeviceIndex)
-	if e.crashAfter(rs, "AttachNetworkInterface") {
-		return errCrashed
-	}
 	if err != nil {
 		e.fail(ctx, in, err)
 		if apiRefused(err) {
@@ -119,9 +113,6 @@ func (e *Engine) modify(ctx context.Context, rs *runState, eni store.ENI, attach
 	}
 	defer e.own(rs, in.ID, false)
 	err = e.ec2.SetDeleteOnTermination(ctx, eni.ID, attachmentID, true)
-	if e.crashAfter(rs, "ModifyNetworkInterfaceAttribute") {
-		return errCrashed
-	}
 	if err != nil {
 		e.fail(ctx, in, err)
 		e.log.Warn("setting DeleteOnTermination", "eni", eni.ID, "instance", eni.InstanceID, "err", err)
@@ -177,9 +168,6 @@ func (e *Engine) deleteENI(ctx context.Context, rs *runState, eni store.ENI) err
 	}
 	defer e.own(rs, in.ID, false)
 	err = e.ec2.DeleteENI(ctx, eni.ID)
-	if e.crashAfter(rs, "DeleteNetworkInterface") {
-		return errCrashed
-	}
 	if err != nil && !ec2client.IsNotFound(err) {
 		e.fail(ctx, in, err)
 		return fmt.Errorf("delete ENI %s: %w", eni.ID, err)
@@ -239,9 +227,6 @@ func (e *Engine) assign(ctx context.Context, rs *runState, a planner.Action, eni
 	}
 	defer e.own(rs, in.ID, false)
 	added, err := e.ec2.AssignAddresses(ctx, a.ENIID, a.Count, prefix)
-	if e.crashAfter(rs, "AssignPrivateIpAddresses") {
-		return errCrashed
-	}
 	if err != nil {
 		e.fail(ctx, in, err)
 		return fmt.Errorf("assign %d to ENI %s of %s: %w", a.Count, a.ENIID, a.InstanceID, err)

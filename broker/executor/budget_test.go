@@ -86,7 +86,7 @@ func TestBudgetRefusedAtIntent(t *testing.T) {
 	inst := e.insts[0]
 	e.register(t, inst, 12, 0, nil)
 	var once sync.Once
-	r := e.start(t, executor.Config{OnPlan: func(planner.Plan) {
+	r := e.start(t, executor.Config{Logger: plansTo(func(planner.Plan) {
 		once.Do(func() {
 			sn, err := e.st.GetSubnet(ctxT(t), subnetID)
 			if err == nil {
@@ -96,7 +96,7 @@ func TestBudgetRefusedAtIntent(t *testing.T) {
 				t.Errorf("shrinking the budget: %v", err)
 			}
 		})
-	}})
+	})})
 	be := budgetRefusal(t, r, inst.ID)
 	if be.SubnetID != subnetID || be.Limit != 0 {
 		t.Errorf("budget error %+v: want subnet %s with limit 0", be, subnetID)

@@ -38,11 +38,11 @@ func TestBurst50Nodes(t *testing.T) {
 	// Every demand is stored before the engine starts, so there is
 	// nothing to gather (TestGather covers it); a demand stored in the last
 	// Gather before the start would otherwise wait for a second plan.
-	r := e.start(t, executor.Config{Gather: time.Millisecond, OnPlan: func(p planner.Plan) {
+	r := e.start(t, executor.Config{Gather: time.Millisecond, Logger: plansTo(func(p planner.Plan) {
 		mu.Lock()
 		plans = append(plans, p)
 		mu.Unlock()
-	}})
+	})})
 	ctx := ctxT(t)
 	waitFor(t, "all 50 nodes satisfied", 60*time.Second, func() (bool, error) { return e.satisfied(ctx, want) })
 	took := time.Since(began)

@@ -8,9 +8,9 @@ import (
 )
 
 // TestWithTimeScale: timers left zero get their default divided by the
-// scale; timers set are kept as given; other durations are not touched.
+// scale; timers set are kept as given.
 func TestWithTimeScale(t *testing.T) {
-	c := executor.Config{Interval: 50 * time.Millisecond, Gather: 3 * time.Millisecond, Settle: time.Second}.WithTimeScale(5)
+	c := executor.Config{Interval: 50 * time.Millisecond, Gather: 3 * time.Millisecond}.WithTimeScale(5)
 	want := map[string][2]time.Duration{
 		"Interval":       {c.Interval, 50 * time.Millisecond},
 		"Gather":         {c.Gather, 3 * time.Millisecond},
@@ -20,8 +20,6 @@ func TestWithTimeScale(t *testing.T) {
 		"FailureBackoff": {c.FailureBackoff, executor.DefaultFailureBackoff / 5},
 		"ReleaseAfter":   {c.ReleaseAfter, executor.DefaultReleaseAfter / 5},
 		"ReleaseTimeout": {c.ReleaseTimeout, executor.DefaultReleaseTimeout / 5},
-		"Settle":         {c.Settle, time.Second},
-		"Retain":         {c.Retain, 0},
 	}
 	for name, v := range want {
 		if v[0] != v[1] {

@@ -1,11 +1,14 @@
 package executor_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/allotnet/allot/broker/ec2client"
 	"github.com/allotnet/allot/broker/executor"
 	"github.com/allotnet/allot/broker/reconciler"
 	"github.com/allotnet/allot/broker/store"
@@ -73,13 +76,12 @@ func TestCrashAndRestart(t *testing.T) {
 				want[inst.ID] += 9
 			}
 
-			var fired atomic.Bool
-			first := e.start(t, executor.Config{CrashAfter: func(action string) bool {
-				return action == tc.crashAfter && fired.CompareAndSwap(false, true)
-			}})
+			runCtx, crash := context.WithCancelCause(context.Background())
+			defer crash(nil)
+			first := e.startIn(t, runCtx, executor.Config{EC2: &crashingEC2{Client: e.ec2, action: tc.crashAfter, crash: crash}})
 			select {
 			case <-first.done:
-				if !errors.Is(first.err, executor.ErrInjectedCrash) {
+				if !errors.Is(first.err, errInjectedCrash) {
 					t.Fatalf("first engine: Run returned %v, want the injected crash", first.err)
 				}
 			case <-time.After(20 * time.Second):
@@ -141,4 +143,61 @@ func TestCrashAndRestart(t *testing.T) {
 			}
 		})
 	}
+}
+
+// errInjectedCrash is the cause a crashingEC2 stops the engine with.
+var errInjectedCrash = errors.New("injected crash")
+
+// crashingEC2 is the EC2 client with a crash after one call: the first
+// time the named action returns, it cancels the engine's run (as if the
+// process died right then) and hands the engine an error instead of EC2's
+// answer, so the call's result is never recorded. The engine's own code
+// has no idea it is being crashed.
+type crashingEC2 struct {
+	*ec2client.Client
+	action string
+	crash  context.CancelCauseFunc
+	fired  atomic.Bool
+}
+
+var _ executor.EC2 = (*crashingEC2)(nil)
+
+// after passes err on, or crashes after action.
+func (c *crashingEC2) after(action string, err error) error {
+	if action != c.action || !c.fired.CompareAndSwap(false, true) {
+		return err
+	}
+	c.crash(errInjectedCrash)
+	return fmt.Errorf("%w after %s", errInjectedCrash, action)
+}
+
+func (c *crashingEC2) CreateENI(ctx context.Context, in ec2client.CreateENIInput) (ec2client.ENIInfo, error) {
+	x, err := c.Client.CreateENI(ctx, in)
+	return x, c.after("CreateNetworkInterface", err)
+}
+
+func (c *crashingEC2) AttachENI(ctx context.Context, eniID, instanceID string, deviceIndex int) (string, error) {
+	id, err := c.Client.AttachENI(ctx, eniID, instanceID, deviceIndex)
+	return id, c.after("AttachNetworkInterface", err)
+}
+
+func (c *crashingEC2) SetDeleteOnTermination(ctx context.Context, eniID, attachmentID string, on bool) error {
+	return c.after("ModifyNetworkInterfaceAttribute", c.Client.SetDeleteOnTermination(ctx, eniID, attachmentID, on))
+}
+
+func (c *crashingEC2) AssignAddresses(ctx context.Context, eniID string, count int, prefixes bool) ([]string, error) {
+	added, err := c.Client.AssignAddresses(ctx, eniID, count, prefixes)
+	return added, c.after("AssignPrivateIpAddresses", err)
+}
+
+func (c *crashingEC2) UnassignAddresses(ctx context.Context, eniID string, addrs, prefixes []string) error {
+	return c.after("UnassignPrivateIpAddresses", c.Client.UnassignAddresses(ctx, eniID, addrs, prefixes))
+}
+
+func (c *crashingEC2) DetachENI(ctx context.Context, attachmentID string, force bool) error {
+	return c.after("DetachNetworkInterface", c.Client.DetachENI(ctx, attachmentID, force))
+}
+
+func (c *crashingEC2) DeleteENI(ctx context.Context, eniID string) error {
+	return c.after("DeleteNetworkInterface", c.Client.DeleteENI(ctx, eniID))
 }

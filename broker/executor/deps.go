@@ -5,26 +5,29 @@ import (
 	"time"
 
 	"github.com/allotnet/allot/broker/ec2client"
+	"github.com/allotnet/allot/broker/instances"
 	"github.com/allotnet/allot/broker/store"
 )
 
-// Store is the part of the broker's etcd store the engine uses. Declared here,
-// by its consumer, so the engine's dependence on etcd is visible in one place.
-type Store interface {
-	PutSubnet(ctx context.Context, sn store.Subnet) (store.Subnet, error)
-	SetUsedByOthers(ctx context.Context, id string, n int64) (store.Subnet, error)
-	ListSubnets(ctx context.Context) ([]store.Subnet, error)
+// The engine's needs of the broker's etcd store, by role. Declared here,
+// by their consumer, so the engine's dependence on etcd is visible in one
+// place.
 
-	GetNode(ctx context.Context, id string) (store.Node, error)
+// Reads is what a planning round reads of the cluster's state.
+type Reads interface {
 	ListNodes(ctx context.Context) ([]store.Node, error)
-	PutNode(ctx context.Context, n store.Node) (store.Node, error)
 	ListDemands(ctx context.Context) (map[string]store.Demand, error)
 	ListUsage(ctx context.Context) (map[string]store.Usage, error)
-
-	PutPrimaryENI(ctx context.Context, e store.ENI) error
 	GetENI(ctx context.Context, id string) (store.ENI, error)
 	ListENIs(ctx context.Context) ([]store.ENI, error)
+	ListSubnets(ctx context.Context) ([]store.Subnet, error)
+	// Watch wakes the engine on every change.
+	Watch(ctx context.Context) <-chan int64
+}
 
+// Intents is the write-ahead record of EC2 calls: an intent (reserving
+// subnet budget) before each mutating call, its outcome after.
+type Intents interface {
 	BeginIntent(ctx context.Context, in store.Intent) (store.Intent, error)
 	GetIntent(ctx context.Context, id string) (store.Intent, error)
 	ListIntents(ctx context.Context) ([]store.Intent, error)
@@ -38,14 +41,34 @@ type Store interface {
 	CompleteDetach(ctx context.Context, intentID, eniID string) error
 	CompleteDelete(ctx context.Context, intentID, eniID string) error
 	FailIntent(ctx context.Context, intentID string, cause error) error
+}
 
+// Releases is the broker's side of the release handshake: propose, and
+// once the agent acknowledged, finish (or cancel).
+type Releases interface {
 	ProposeRelease(ctx context.Context, r store.Release) (store.Release, error)
 	ListReleases(ctx context.Context, instanceID string) ([]store.Release, error)
 	FinishRelease(ctx context.Context, id string) error
 	CancelRelease(ctx context.Context, id string) error
 	PruneReleases(ctx context.Context, olderThan time.Time) (int, error)
+}
 
-	Watch(ctx context.Context) <-chan int64
+// NodeStatus is where the engine publishes why a node's demand is unmet
+// (store.NodeStatus), for WatchNode to pass on to the node's agent.
+type NodeStatus interface {
+	PutNodeStatus(ctx context.Context, st store.NodeStatus) error
+	ClearNodeStatus(ctx context.Context, id string) error
+	ListNodeStatus(ctx context.Context) (map[string]store.NodeStatus, error)
+}
+
+// Store is every role the engine needs, the instance cache's writes
+// (instances.Store) included.
+type Store interface {
+	Reads
+	Intents
+	Releases
+	NodeStatus
+	instances.Store
 }
 
 // EC2 is the part of the EC2 client the engine uses. Every method waits for
@@ -59,11 +82,14 @@ type EC2 interface {
 	DetachENI(ctx context.Context, attachmentID string, force bool) error
 	DeleteENI(ctx context.Context, eniID string) error
 	DescribeENIs(ctx context.Context, in ec2client.DescribeENIsInput) ([]ec2client.ENIInfo, error)
-	DescribeSubnets(ctx context.Context, ids []string) ([]ec2client.SubnetInfo, error)
-	DescribeInstanceTypes(ctx context.Context, types []string) (map[string]ec2client.InstanceTypeInfo, error)
+	instances.EC2
 }
 
 var (
-	_ Store = (*store.Store)(nil)
-	_ EC2   = (*ec2client.Client)(nil)
+	_ Reads      = (*store.Store)(nil)
+	_ Intents    = (*store.Store)(nil)
+	_ Releases   = (*store.Store)(nil)
+	_ NodeStatus = (*store.Store)(nil)
+	_ Store      = (*store.Store)(nil)
+	_ EC2        = (*ec2client.Client)(nil)
 )

@@ -14,8 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/allotnet/allot/broker/planner"
-	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
+	"github.com/allotnet/allot/broker/instances"
 )
 
 // Config is everything the engine needs; main builds it.
@@ -28,10 +27,6 @@ type Config struct {
 	// Interval is how often the engine looks at its state when nothing
 	// changed in etcd (retries, release timers). Default 2s.
 	Interval time.Duration
-	// Settle is how long a wake-up from etcd waits for more changes to
-	// arrive before planning, so a burst of demands lands in one plan and
-	// the engine's own writes do not each cost a round. Default 50ms.
-	Settle time.Duration
 	// Gather is how long a node's demand must have stayed unchanged before
 	// it is planned, so the demand of pods that arrive together is served
 	// by one call rather than one call per statement. Default 1s.
@@ -52,21 +47,10 @@ type Config struct {
 	// have a token for it within this long; the rest of the demand waits to
 	// be planned as it stands then. Default 2s.
 	Lookahead time.Duration
-	// Workers bounds the EC2 actions carried out at once. Default 64.
-	Workers int
 	// FailureBackoff is how long a node is left alone after one of its
 	// actions failed; it doubles per consecutive failure up to 16x.
 	// Default 2s.
 	FailureBackoff time.Duration
-
-	// StaleIntent is how long an open intent written by the reconciler is
-	// left to it before the engine resolves it as abandoned. Default 1m.
-	StaleIntent time.Duration
-
-	// ReplayCreateWithin is how old a create intent may be for a new
-	// leader to send its request again (same ClientToken) when Describe
-	// does not show the ENI. Older ones are failed. Default 1h.
-	ReplayCreateWithin time.Duration
 
 	// ReleaseMargin is how many free addresses beyond its warm targets a
 	// node may hold before the engine proposes taking some back. Default 4.
@@ -78,22 +62,29 @@ type Config struct {
 	// this long. Default 5m.
 	ReleaseTimeout time.Duration
 
-	// Retain is how long finished intents and releases stay in etcd (the
-	// record of what was done, and what a new leader counts as delivered).
-	// Default 15m.
-	Retain time.Duration
-
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// OnPlan, when set, sees every non-empty plan before it is carried out.
-	// For tests and benchmarks.
-	OnPlan func(planner.Plan)
-	// CrashAfter, when set and returning true for an EC2 action name
-	// ("CreateNetworkInterface", ...), makes Run stop right after that call
-	// returns and before its result is recorded, as if the process died.
-	// For tests only.
-	CrashAfter func(action string) bool
 }
+
+// Fixed timings of the engine's own upkeep, not the user's to tune.
+const (
+	// settle is how long a wake-up from etcd waits for more changes to
+	// arrive before planning, so a burst of demands lands in one plan and
+	// the engine's own writes do not each cost a round.
+	settle = 50 * time.Millisecond
+	// workers bounds the EC2 actions carried out at once.
+	workers = 64
+	// staleIntent is how long an open intent written by the reconciler is
+	// left to it before the engine resolves it as abandoned.
+	staleIntent = time.Minute
+	// replayCreateWithin is how old a create intent may be for a new
+	// leader to send its request again (same ClientToken) when Describe
+	// does not show the ENI. Older ones are failed.
+	replayCreateWithin = time.Hour
+	// retain is how long finished intents and releases stay in etcd (the
+	// record of what was done, and what a new leader counts as delivered).
+	retain = 15 * time.Minute
+)
 
 func (c *Config) defaults() {
 	if c.Logger == nil {
@@ -101,9 +92,6 @@ func (c *Config) defaults() {
 	}
 	if c.Interval <= 0 {
 		c.Interval = DefaultInterval
-	}
-	if c.Settle <= 0 {
-		c.Settle = 50 * time.Millisecond
 	}
 	if c.Gather <= 0 {
 		c.Gather = DefaultGather
@@ -118,17 +106,8 @@ func (c *Config) defaults() {
 	if c.Lookahead <= 0 {
 		c.Lookahead = DefaultLookahead
 	}
-	if c.Workers <= 0 {
-		c.Workers = 64
-	}
 	if c.FailureBackoff <= 0 {
 		c.FailureBackoff = DefaultFailureBackoff
-	}
-	if c.StaleIntent <= 0 {
-		c.StaleIntent = time.Minute
-	}
-	if c.ReplayCreateWithin <= 0 {
-		c.ReplayCreateWithin = time.Hour
 	}
 	if c.ReleaseMargin <= 0 {
 		c.ReleaseMargin = 4
@@ -139,12 +118,10 @@ func (c *Config) defaults() {
 	if c.ReleaseTimeout <= 0 {
 		c.ReleaseTimeout = DefaultReleaseTimeout
 	}
-	if c.Retain <= 0 {
-		c.Retain = 15 * time.Minute
-	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+
 }
 
 // Defaults of the Config fields that are timers of the engine's own, the
@@ -165,8 +142,8 @@ const (
 // engine timer left zero — Interval, Gather, WarmGather, GatherMax,
 // Lookahead, FailureBackoff, ReleaseAfter, ReleaseTimeout — is set to its
 // default divided by timeScale. Timers already set are kept as given, in
-// the caller's time. Settle (a wait for the CPU's sake) and the
-// record-keeping durations are not timers of this kind and stay as they are.
+// the caller's time. The engine's fixed upkeep timings (a wait for the
+// CPU's sake, record keeping) are not timers of this kind.
 func (c Config) WithTimeScale(timeScale float64) Config {
 	if timeScale <= 0 {
 		timeScale = 1
@@ -187,9 +164,6 @@ func (c Config) WithTimeScale(timeScale float64) Config {
 	return c
 }
 
-// ErrInjectedCrash is returned (wrapped) by Run when Config.CrashAfter fired.
-var ErrInjectedCrash = errors.New("injected crash")
-
 // Engine carries out plans while this broker leads. Its in-memory state is a
 // cache of etcd and EC2, rebuilt on every Run.
 type Engine struct {
@@ -198,10 +172,13 @@ type Engine struct {
 	st  *serialStore
 	ec2 EC2
 
+	// inst is the cache of the nodes' instance facts (limits, subnets,
+	// primary ENIs) described from EC2.
+	inst *instances.Manager
+
 	mu    sync.Mutex
 	stats Stats
 	unmet map[string]error
-	types map[string]planner.Limits
 }
 
 // New returns an engine; call Run to start it.
@@ -212,17 +189,18 @@ func New(cfg Config) *Engine {
 		log:   cfg.Logger.With("component", "executor"),
 		st:    newSerialStore(cfg.Store),
 		ec2:   cfg.EC2,
+		inst:  instances.New(cfg.Store, cfg.EC2, cfg.Interval),
 		unmet: map[string]error{},
-		types: map[string]planner.Limits{},
 		stats: newStats(),
 	}
 }
 
 // Run resolves the open intents, then plans and carries out actions until
-// ctx ends (leadership lost or shutdown). It returns nil when ctx ends and an
-// error only when it cannot go on: a test hook crashed it, or the store
-// refused a fenced write (rpcerr.ErrNotLeader: this broker was deposed). Run must not
-// be called twice at once.
+// ctx ends (leadership lost or shutdown). It returns nil when ctx is
+// cancelled, the cause when ctx was cancelled with one
+// (context.WithCancelCause), and rpcerr.ErrNotLeader when the store refused
+// a fenced write (this broker was deposed). Run must not be called twice at
+// once.
 func (e *Engine) Run(ctx context.Context) error {
 	if e.cfg.Cluster == "" || e.cfg.Store == nil || e.ec2 == nil {
 		return fmt.Errorf("executor: config needs Cluster, Store and EC2")
@@ -232,7 +210,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	rs := newRunState(cancel)
 
 	var wg sync.WaitGroup
-	for range e.cfg.Workers {
+	for range workers {
 		wg.Go(func() { e.work(ctx, rs) })
 	}
 
@@ -250,7 +228,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	defer tick.Stop()
 	var pruned time.Time
 	for ctx.Err() == nil {
-		if now := e.cfg.Now(); now.Sub(pruned) > e.cfg.Retain/10 {
+		if now := e.cfg.Now(); now.Sub(pruned) > retain/10 {
 			pruned = now
 			e.prune(ctx, now)
 		}
@@ -271,7 +249,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		}
 	}
 	wg.Wait()
-	if cause := context.Cause(ctx); errors.Is(cause, ErrInjectedCrash) || errors.Is(cause, rpcerr.ErrNotLeader) {
+	if cause := context.Cause(ctx); !errors.Is(cause, context.Canceled) && !errors.Is(cause, context.DeadlineExceeded) {
 		return cause
 	}
 	return nil
@@ -279,19 +257,19 @@ func (e *Engine) Run(ctx context.Context) error {
 
 // prune deletes finished intents and releases older than Retain.
 func (e *Engine) prune(ctx context.Context, now time.Time) {
-	if n, err := e.st.PruneIntents(ctx, now.Add(-e.cfg.Retain)); err != nil {
+	if n, err := e.st.PruneIntents(ctx, now.Add(-retain)); err != nil {
 		e.log.Warn("pruning intents", "err", err)
 	} else if n > 0 {
 		e.log.Debug("pruned intents", "count", n)
 	}
-	if _, err := e.st.PruneReleases(ctx, now.Add(-e.cfg.Retain)); err != nil {
+	if _, err := e.st.PruneReleases(ctx, now.Add(-retain)); err != nil {
 		e.log.Warn("pruning releases", "err", err)
 	}
 }
 
 // settle waits briefly for more changes so that they are planned together.
 func (e *Engine) settle(ctx context.Context, wake <-chan int64) {
-	t := time.NewTimer(e.cfg.Settle)
+	t := time.NewTimer(settle)
 	defer t.Stop()
 	for {
 		select {
@@ -302,16 +280,6 @@ func (e *Engine) settle(ctx context.Context, wake <-chan int64) {
 		case <-wake:
 		}
 	}
-}
-
-// crashAfter runs the CrashAfter hook after an EC2 call; when it fires, the
-// run is cancelled and the caller must record nothing.
-func (e *Engine) crashAfter(rs *runState, action string) bool {
-	if e.cfg.CrashAfter == nil || !e.cfg.CrashAfter(action) {
-		return false
-	}
-	rs.cancel(fmt.Errorf("executor: %w after %s", ErrInjectedCrash, action))
-	return true
 }
 
 // Unmet returns, per node, why its demand is not being met now: a

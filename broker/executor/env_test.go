@@ -146,7 +146,17 @@ type running struct {
 
 func (e *env) start(t *testing.T, cfg executor.Config) *running {
 	t.Helper()
-	cfg.Cluster, cfg.Store, cfg.EC2 = cluster, e.st, e.ec2
+	return e.startIn(t, context.Background(), cfg)
+}
+
+// startIn is start under ctx (which a test may cancel with a cause); the
+// EC2 client is the env's unless cfg names one.
+func (e *env) startIn(t *testing.T, ctx context.Context, cfg executor.Config) *running {
+	t.Helper()
+	cfg.Cluster, cfg.Store = cluster, e.st
+	if cfg.EC2 == nil {
+		cfg.EC2 = e.ec2
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = quiet()
 	}
@@ -156,7 +166,7 @@ func (e *env) start(t *testing.T, cfg executor.Config) *running {
 	if cfg.FailureBackoff == 0 {
 		cfg.FailureBackoff = 100 * time.Millisecond
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(ctx)
 	r := &running{eng: executor.New(cfg), cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(r.done)

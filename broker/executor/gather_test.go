@@ -21,11 +21,11 @@ func TestGather(t *testing.T) {
 
 	var mu sync.Mutex
 	var plans []planner.Plan
-	r := e.start(t, executor.Config{Gather: 400 * time.Millisecond, GatherMax: 5 * time.Second, OnPlan: func(p planner.Plan) {
+	r := e.start(t, executor.Config{Gather: 400 * time.Millisecond, GatherMax: 5 * time.Second, Logger: plansTo(func(p planner.Plan) {
 		mu.Lock()
 		plans = append(plans, p)
 		mu.Unlock()
-	}})
+	})})
 	for _, pending := range []int{1, 9, 30} {
 		e.demand(t, inst.ID, pending, 0)
 		time.Sleep(50 * time.Millisecond)

@@ -35,9 +35,6 @@ func NewIntentID(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
-// errCrashed stops a task when the CrashAfter hook fired.
-var errCrashed = errors.New("crashed by test hook")
-
 // begin writes an intent (reserving its budget) before an EC2 call. The
 // intent is marked as this run's from before it exists until the task ends,
 // so the round never resolves it under the task.

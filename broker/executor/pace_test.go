@@ -24,14 +24,14 @@ func TestLookahead(t *testing.T) {
 	var mu sync.Mutex
 	var plans []planner.Plan
 	first := make(chan struct{})
-	r := e.start(t, executor.Config{Gather: time.Millisecond, Lookahead: 10 * time.Millisecond, OnPlan: func(p planner.Plan) {
+	r := e.start(t, executor.Config{Gather: time.Millisecond, Lookahead: 10 * time.Millisecond, Logger: plansTo(func(p planner.Plan) {
 		mu.Lock()
 		defer mu.Unlock()
 		plans = append(plans, p)
 		if len(plans) == 1 {
 			close(first)
 		}
-	}})
+	})})
 	<-first
 	mu.Lock()
 	early := map[string]bool{}

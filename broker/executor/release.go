@@ -103,9 +103,6 @@ func (e *Engine) carryOutRelease(ctx context.Context, rs *runState, r store.Rele
 		}
 		defer e.own(rs, in.ID, false)
 		err = e.ec2.UnassignAddresses(ctx, eni.ID, addrs, prefixes)
-		if e.crashAfter(rs, "UnassignPrivateIpAddresses") {
-			return errCrashed
-		}
 		if err != nil {
 			e.fail(ctx, in, err)
 			return fmt.Errorf("unassign %d addresses and %d prefixes from %s: %w", len(addrs), len(prefixes), eni.ID, err)
@@ -145,9 +142,6 @@ func (e *Engine) detach(ctx context.Context, rs *runState, eni store.ENI) error 
 	defer e.own(rs, in.ID, false)
 	if x.AttachmentID != "" {
 		err = e.ec2.DetachENI(ctx, x.AttachmentID, false)
-		if e.crashAfter(rs, "DetachNetworkInterface") {
-			return errCrashed
-		}
 		if err != nil {
 			e.fail(ctx, in, err)
 			return fmt.Errorf("detach empty ENI %s: %w", eni.ID, err)

@@ -37,7 +37,7 @@ func (e *Engine) resolveAll(ctx context.Context, rs *runState) error {
 		wg   sync.WaitGroup
 		mu   sync.Mutex
 		errs []error
-		sem  = make(chan struct{}, e.cfg.Workers)
+		sem  = make(chan struct{}, workers)
 	)
 	for _, ins := range byNode {
 		sem <- struct{}{}
@@ -103,7 +103,7 @@ func (e *Engine) resolvable(rs *runState, in store.Intent, now time.Time) bool {
 	if mine {
 		return false
 	}
-	if strings.HasPrefix(in.ID, ReconcilerIntentPrefix) && now.Sub(in.CreatedAt) < e.cfg.StaleIntent {
+	if strings.HasPrefix(in.ID, ReconcilerIntentPrefix) && now.Sub(in.CreatedAt) < staleIntent {
 		return false
 	}
 	return true
@@ -186,7 +186,7 @@ func (e *Engine) resolveCreate(ctx context.Context, rs *runState, in store.Inten
 	switch {
 	case len(infos) > 0:
 		x = infos[0]
-	case e.cfg.Now().Sub(in.CreatedAt) > e.cfg.ReplayCreateWithin:
+	case e.cfg.Now().Sub(in.CreatedAt) > replayCreateWithin:
 		return e.st.FailIntent(ctx, in.ID, errors.New("no ENI carries the intent's client token: the create did not happen"))
 	default:
 		n, err := e.st.GetNode(ctx, in.InstanceID)

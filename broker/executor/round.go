@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
+	"github.com/allotnet/allot/broker/instances"
 	"github.com/allotnet/allot/broker/planner"
 	"github.com/allotnet/allot/broker/store"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
@@ -42,7 +42,10 @@ func (e *Engine) round(ctx context.Context, rs *runState) error {
 	if full {
 		rs.intentsRead = now
 	}
-	changed, infoErr := e.ensureInfo(ctx, rs, snap)
+	changed, infoErr := e.inst.Ensure(ctx, instances.View{
+		Nodes: snap.nodes, Subnets: snap.subnets,
+		HasPrimary: func(id string) bool { _, ok := snap.primary(id); return ok },
+	}, now)
 	if infoErr != nil {
 		e.stopIfDeposed(rs, infoErr)
 		e.log.Warn("describing node info", "err", infoErr)
@@ -205,10 +208,15 @@ func (e *Engine) plan(rs *runState, snap *snapshot, queued map[string]int64, fre
 		return
 	}
 	p.Actions = actions
-	e.count(func(s *Stats) { s.Plans++ })
-	if e.cfg.OnPlan != nil {
-		e.cfg.OnPlan(p)
-	}
+	e.count(func(s *Stats) {
+		s.Plans++
+		for _, a := range p.Actions {
+			s.Planned[a.Kind.String()]++
+		}
+	})
+	// The plan's summary for the log; a handler that wants each action
+	// finds the whole plan behind the value.
+	e.log.Debug("planned", "plan", p)
 	for _, a := range p.Actions {
 		n := snap.node[a.InstanceID]
 		switch a.Kind {
@@ -266,7 +274,7 @@ func minPositive(a, b time.Duration) time.Duration {
 // plannerNode builds the planner's view of one node, or says what is
 // missing for it.
 func (e *Engine) plannerNode(rs *runState, snap *snapshot, n store.Node, d store.Demand) (planner.Node, string) {
-	lim, ok := e.limits(n)
+	lim, ok := e.inst.Limits(n)
 	if !ok {
 		return planner.Node{}, fmt.Sprintf("instance type %q limits unknown", n.InstanceType)
 	}
@@ -331,7 +339,7 @@ func slotsOf(enis []store.ENI) int {
 }
 
 func mode(m string) planner.Mode {
-	if strings.EqualFold(m, "prefix") {
+	if (store.Node{Mode: m}).PrefixMode() {
 		return planner.Prefix
 	}
 	return planner.SecondaryIP

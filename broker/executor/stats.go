@@ -6,6 +6,9 @@ type Stats struct {
 	Rounds int64
 	// Plans is how many non-empty plans it made.
 	Plans int64
+	// Planned counts the actions of those plans by kind ("create-attach",
+	// "assign").
+	Planned map[string]int64
 	// Started, Done and Failed count tasks by kind ("create-attach",
 	// "assign", "resume-attach", "unassign", "detach", "delete", "resolve").
 	Started map[string]int64
@@ -25,12 +28,12 @@ type Stats struct {
 }
 
 func newStats() Stats {
-	return Stats{Started: map[string]int64{}, Done: map[string]int64{}, Failed: map[string]int64{}}
+	return Stats{Planned: map[string]int64{}, Started: map[string]int64{}, Done: map[string]int64{}, Failed: map[string]int64{}}
 }
 
 func (s Stats) clone() Stats {
 	c := s
-	c.Started, c.Done, c.Failed = copyMap(s.Started), copyMap(s.Done), copyMap(s.Failed)
+	c.Planned, c.Started, c.Done, c.Failed = copyMap(s.Planned), copyMap(s.Started), copyMap(s.Done), copyMap(s.Failed)
 	return c
 }
 

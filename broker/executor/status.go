@@ -9,16 +9,6 @@ import (
 	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 )
 
-// StatusStore is the optional part of Store through which the engine
-// publishes why a node's demand is unmet (store.NodeStatus), for WatchNode
-// to pass on to the node's agent. *store.Store has it; a Store without it
-// only keeps Unmet in memory.
-type StatusStore interface {
-	PutNodeStatus(ctx context.Context, st store.NodeStatus) error
-	ClearNodeStatus(ctx context.Context, id string) error
-	ListNodeStatus(ctx context.Context) (map[string]store.NodeStatus, error)
-}
-
 // statusRefresh is how stale a published message may grow while its reason
 // stays the same (a budget refusal's figures move as other nodes allocate):
 // the record is rewritten on a change of reason at once, on a change of
@@ -60,10 +50,7 @@ func unmetStatus(err error) (reason, message string, ok bool) {
 // changed since this run last wrote it (or since the records it found when
 // it started), so an unchanged shortfall costs no write per round.
 func (e *Engine) publishUnmet(ctx context.Context, rs *runState, snap *snapshot) {
-	ss, ok := e.cfg.Store.(StatusStore)
-	if !ok {
-		return
-	}
+	ss := e.cfg.Store
 	if rs.published == nil {
 		stored, err := ss.ListNodeStatus(ctx)
 		if err != nil {

@@ -1,6 +1,9 @@
 package planner
 
-import "fmt"
+import (
+	"fmt"
+	"log/slog"
+)
 
 // String returns the mode as the store and the agent spell it.
 func (m Mode) String() string {
@@ -45,3 +48,24 @@ const (
 	CallAssign = "AssignPrivateIpAddresses"
 	CallDetach = "DetachNetworkInterface"
 )
+
+// LogValue summarises a plan for the log: its actions by kind and the
+// nodes left short. The plan itself stays the value's Any(), for handlers
+// that want every action.
+func (p Plan) LogValue() slog.Value {
+	var assign, create int
+	for _, a := range p.Actions {
+		switch a.Kind {
+		case Assign:
+			assign++
+		case CreateAttach:
+			create++
+		}
+	}
+	return slog.GroupValue(
+		slog.Int("actions", len(p.Actions)),
+		slog.Int("assign", assign),
+		slog.Int("create_attach", create),
+		slog.Int("unmet", len(p.Unmet)),
+	)
+}

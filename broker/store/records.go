@@ -5,7 +5,10 @@
 // memory. docs/etcd.md documents the layout.
 package store
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // SchemaVersion is written into every record as "v". A record with another
 // version is reported as corrupt, never guessed at.
@@ -82,6 +85,10 @@ type Node struct {
 	RegisteredAt     time.Time `json:"registered_at"`
 	Rev              int64     `json:"-"`
 }
+
+// PrefixMode reports whether the node's pods get addresses from /28
+// prefixes ("prefix"); anything else is secondary IPs.
+func (n Node) PrefixMode() bool { return strings.EqualFold(n.Mode, "prefix") }
 
 // Demand is a node's latest stated demand. Kept apart from Node so the hot
 // demand updates don't conflict with registration.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -85,4 +86,19 @@ func sample(flag string) string {
 		return "n"
 	}
 	return "1"
+}
+
+// TestMigrationGuideListsEveryVariable keeps the guide's table and envFlags
+// equal: each variable the agent reads is documented with its flag.
+func TestMigrationGuideListsEveryVariable(t *testing.T) {
+	doc, err := os.ReadFile("../../../docs/migration-from-aws-vpc-cni.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range envFlags {
+		row := "| `" + e.env + "` | `--" + e.flag + "` |"
+		if !strings.Contains(string(doc), row) {
+			t.Errorf("docs/migration-from-aws-vpc-cni.md lacks the row %q", row)
+		}
+	}
 }

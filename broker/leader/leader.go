@@ -137,26 +137,9 @@ func (e *Elector) term(ctx context.Context, log *slog.Logger, fn func(ctx contex
 		}
 	}()
 
-	// A campaign must stop when the session dies, or a replica whose key
-	// expired would wait forever for keys older than its own.
-	campCtx, stopCamp := context.WithCancel(ctx)
-	defer stopCamp()
-	go func() {
-		select {
-		case <-sess.Done():
-			stopCamp()
-		case <-campCtx.Done():
-		}
-	}()
-
-	el := concurrency.NewElection(sess, e.key)
-	if err := el.Campaign(campCtx, e.cfg.Name); err != nil {
-		return fmt.Errorf("campaign: %w", err)
-	}
-	select {
-	case <-sess.Done():
-		return errors.New("session lost while campaigning")
-	default:
+	el, err := e.campaign(ctx, sess)
+	if err != nil {
+		return err
 	}
 
 	leadCtx, cancel := context.WithCancel(ctx)
@@ -179,28 +162,59 @@ func (e *Elector) term(ctx context.Context, log *slog.Logger, fn func(ctx contex
 	runErr := fn(leadCtx)
 	e.leading.Store(false)
 
+	stepDown(ctx, log, sess, el, runErr)
+	if runErr != nil && !errors.Is(runErr, context.Canceled) {
+		return fmt.Errorf("leader work: %w", runErr)
+	}
+	return nil
+}
+
+// campaign waits until this replica wins the election in sess, or the
+// session or ctx ends.
+func (e *Elector) campaign(ctx context.Context, sess *concurrency.Session) (*concurrency.Election, error) {
+	// A campaign must stop when the session dies, or a replica whose key
+	// expired would wait forever for keys older than its own.
+	campCtx, stopCamp := context.WithCancel(ctx)
+	defer stopCamp()
+	go func() {
+		select {
+		case <-sess.Done():
+			stopCamp()
+		case <-campCtx.Done():
+		}
+	}()
+	el := concurrency.NewElection(sess, e.key)
+	if err := el.Campaign(campCtx, e.cfg.Name); err != nil {
+		return nil, fmt.Errorf("campaign: %w", err)
+	}
+	select {
+	case <-sess.Done():
+		return nil, errors.New("session lost while campaigning")
+	default:
+	}
+	return el, nil
+}
+
+// stepDown ends a term: it resigns unless the session is already lost
+// (then there is nothing left to resign).
+func stepDown(ctx context.Context, log *slog.Logger, sess *concurrency.Session, el *concurrency.Election, runErr error) {
 	// The session's context ends with ctx too; only without a shutdown is
 	// its end a loss.
 	lost := sess.Ctx().Err() != nil && ctx.Err() == nil
 	switch {
 	case lost:
 		log.Warn("leader election: session lost, stepped down")
+		return
 	case ctx.Err() != nil:
 		log.Info("leader election: shutting down, resigning")
 	default:
 		log.Warn("leader election: leader work returned, resigning", "err", runErr)
 	}
-	if !lost {
-		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		if err := el.Resign(rctx); err != nil {
-			log.Warn("leader election: resign", "err", err)
-		}
-		rcancel()
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer rcancel()
+	if err := el.Resign(rctx); err != nil {
+		log.Warn("leader election: resign", "err", err)
 	}
-	if runErr != nil && !errors.Is(runErr, context.Canceled) {
-		return fmt.Errorf("leader work: %w", runErr)
-	}
-	return nil
 }
 
 // Lease returns the lease ID of the current session (0 before the first).

@@ -34,6 +34,8 @@ type observation struct {
 	openNode map[string]bool // nodes with an open intent
 }
 
+// observe reads EC2's ENIs under our tags, then etcd, then describes what
+// the records name that EC2 did not list.
 func (r *Reconciler) observe(ctx context.Context) (*observation, error) {
 	o := &observation{
 		at: r.cfg.Now(), cluster: r.cfg.Cluster,
@@ -52,21 +54,32 @@ func (r *Reconciler) observe(ctx context.Context) (*observation, error) {
 		o.tagged[x.ID] = x
 	}
 
+	if err := r.readRecords(ctx, o); err != nil {
+		return nil, err
+	}
+	if err := r.describeRest(ctx, o); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// readRecords reads etcd's side of the observation.
+func (r *Reconciler) readRecords(ctx context.Context, o *observation) error {
 	recs, err := r.cfg.Store.ListENIs(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("list ENI records: %w", err)
+		return fmt.Errorf("list ENI records: %w", err)
 	}
 	for _, e := range recs {
 		o.records[e.ID] = e
 	}
 	if o.nodes, err = r.cfg.Store.ListNodes(ctx); err != nil {
-		return nil, fmt.Errorf("list nodes: %w", err)
+		return fmt.Errorf("list nodes: %w", err)
 	}
 	if o.subnets, err = r.cfg.Store.ListSubnets(ctx); err != nil {
-		return nil, fmt.Errorf("list subnets: %w", err)
+		return fmt.Errorf("list subnets: %w", err)
 	}
 	if o.open, err = r.cfg.Store.ListOpenIntents(ctx); err != nil {
-		return nil, fmt.Errorf("list open intents: %w", err)
+		return fmt.Errorf("list open intents: %w", err)
 	}
 	for _, in := range o.open {
 		o.openNode[in.InstanceID] = true
@@ -78,7 +91,12 @@ func (r *Reconciler) observe(ctx context.Context) (*observation, error) {
 			o.tokens[in.ID] = true
 		}
 	}
+	return nil
+}
 
+// describeRest describes what the records name and EC2 did not list under
+// our tags: the recorded ENIs, the nodes' instances and the subnets.
+func (r *Reconciler) describeRest(ctx context.Context, o *observation) error {
 	// Records EC2 did not list under our tags: primaries, and anything
 	// whose tags were lost or that is gone. Describe them by ID (an ID that
 	// does not exist is simply absent).
@@ -92,7 +110,7 @@ func (r *Reconciler) observe(ctx context.Context) (*observation, error) {
 		sort.Strings(ids)
 		xs, err := r.cfg.EC2.DescribeENIs(ctx, ec2client.DescribeENIsInput{IDs: ids})
 		if err != nil {
-			return nil, fmt.Errorf("describe recorded ENIs: %w", err)
+			return fmt.Errorf("describe recorded ENIs: %w", err)
 		}
 		for _, x := range xs {
 			o.described[x.ID] = x
@@ -106,7 +124,7 @@ func (r *Reconciler) observe(ctx context.Context) (*observation, error) {
 		}
 		insts, err := r.cfg.EC2.DescribeInstances(ctx, nodeIDs)
 		if err != nil {
-			return nil, fmt.Errorf("describe instances: %w", err)
+			return fmt.Errorf("describe instances: %w", err)
 		}
 		for _, i := range insts {
 			o.instances[i.ID] = i
@@ -119,13 +137,13 @@ func (r *Reconciler) observe(ctx context.Context) (*observation, error) {
 		}
 		sns, err := r.cfg.EC2.DescribeSubnets(ctx, subIDs)
 		if err != nil {
-			return nil, fmt.Errorf("describe subnets: %w", err)
+			return fmt.Errorf("describe subnets: %w", err)
 		}
 		for _, s := range sns {
 			o.subnetsEC[s.ID] = s
 		}
 	}
-	return o, nil
+	return nil
 }
 
 // inEC2 returns what EC2 showed of an ENI, by tag or by ID.

@@ -13,7 +13,7 @@ import (
 // cluster in one place.
 type adminService struct {
 	allotv1.UnimplementedAdminServiceServer
-	st     Store
+	st     AdminStore
 	leader LeaderInfo
 }
 

@@ -13,7 +13,7 @@ import (
 // figures come from Figures, a pure function.
 type budgetService struct {
 	allotv1.UnimplementedBudgetServiceServer
-	st  Store
+	st  BudgetStore
 	hub *hub
 	log *slog.Logger
 }

@@ -6,44 +6,76 @@ import (
 
 	"github.com/allotnet/allot/broker/planner"
 	"github.com/allotnet/allot/broker/store"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Store is what the gRPC services need from broker/store. Every replica
-// serves from etcd through it, so a standby answers exactly as the leader
-// does.
-type Store interface {
-	// Client and Prefix give the health check and snapshot revisions a
-	// cheap read of their own.
-	Client() *clientv3.Client
-	Prefix() string
-	// Follow keeps the watch streams' copy of the records current.
-	Follow(ctx context.Context) *store.Follower
+// The services' needs of broker/store, by consumer. Every replica serves
+// from etcd through them, so a standby answers exactly as the leader does.
 
+// ViewReads is a full read of what a view holds (loadView), at a revision;
+// the health check reads the revision alone.
+type ViewReads interface {
+	Revision(ctx context.Context) (int64, error)
+	ListNodes(ctx context.Context) ([]store.Node, error)
+	ListENIs(ctx context.Context) ([]store.ENI, error)
+	ListSubnets(ctx context.Context) ([]store.Subnet, error)
+	ListUsage(ctx context.Context) (map[string]store.Usage, error)
+	ListReleases(ctx context.Context, instanceID string) ([]store.Release, error)
+	ListNodeStatus(ctx context.Context) (map[string]store.NodeStatus, error)
+}
+
+// HubStore is what the watch streams' in-memory copy reads: a full load,
+// then etcd's changes (Follow).
+type HubStore interface {
+	ViewReads
+	Follow(ctx context.Context) *store.Follower
+}
+
+// NodeStore is what NodeService writes and reads for agents.
+type NodeStore interface {
+	Revision(ctx context.Context) (int64, error)
 	PutNode(ctx context.Context, n store.Node) (store.Node, error)
 	GetNode(ctx context.Context, id string) (store.Node, error)
-	ListNodes(ctx context.Context) ([]store.Node, error)
 	PutDemand(ctx context.Context, d store.Demand) error
-	ListDemands(ctx context.Context) (map[string]store.Demand, error)
 	PutUsage(ctx context.Context, u store.Usage) (bool, error)
-	ListUsage(ctx context.Context) (map[string]store.Usage, error)
 	KeepAlive(ctx context.Context, instanceID string, ttl time.Duration) error
-	ListNodeStatus(ctx context.Context) (map[string]store.NodeStatus, error)
-	Alive(ctx context.Context) (map[string]bool, error)
-
+	AckRelease(ctx context.Context, instanceID, releaseID string, addrs, prefixes []string) (store.Release, error)
 	ListENIs(ctx context.Context) ([]store.ENI, error)
 	ListNodeENIs(ctx context.Context, instanceID string) ([]store.ENI, error)
-	ListOpenIntents(ctx context.Context) ([]store.Intent, error)
-
-	AckRelease(ctx context.Context, instanceID, releaseID string, addrs, prefixes []string) (store.Release, error)
-	ListReleases(ctx context.Context, instanceID string) ([]store.Release, error)
-
-	GetSubnet(ctx context.Context, id string) (store.Subnet, error)
 	ListSubnets(ctx context.Context) ([]store.Subnet, error)
+}
+
+// BudgetStore is what BudgetService reads and writes.
+type BudgetStore interface {
+	ViewReads
 	SetSubnetBudget(ctx context.Context, id string, headroom, cap int64) (store.Subnet, error)
 }
 
-var _ Store = (*store.Store)(nil)
+// AdminStore is what AdminService reads for operators.
+type AdminStore interface {
+	ViewReads
+	Alive(ctx context.Context) (map[string]bool, error)
+	ListDemands(ctx context.Context) (map[string]store.Demand, error)
+	ListENIs(ctx context.Context) ([]store.ENI, error)
+	ListNodeENIs(ctx context.Context, instanceID string) ([]store.ENI, error)
+	ListOpenIntents(ctx context.Context) ([]store.Intent, error)
+	ListSubnets(ctx context.Context) ([]store.Subnet, error)
+}
+
+// Store is every role the server's parts need.
+type Store interface {
+	HubStore
+	NodeStore
+	BudgetStore
+	AdminStore
+}
+
+var (
+	_ HubStore    = (*store.Store)(nil)
+	_ NodeStore   = (*store.Store)(nil)
+	_ BudgetStore = (*store.Store)(nil)
+	_ AdminStore  = (*store.Store)(nil)
+	_ Store       = (*store.Store)(nil)
+)
 
 // LeaderInfo names the replica that currently runs the engine
 // (broker/leader's Elector).

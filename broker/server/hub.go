@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/allotnet/allot/broker/store"
 	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 )
 
@@ -29,7 +30,7 @@ const catchUpEvery = 100 * time.Millisecond
 // touched. The whole view the budget streams need is built only while one
 // watches.
 type hub struct {
-	st       Store
+	st       HubStore
 	log      *slog.Logger
 	coalesce time.Duration
 	resync   time.Duration
@@ -46,7 +47,7 @@ type hub struct {
 	done       chan struct{} // closed when the loop ends
 }
 
-func newHub(st Store, log *slog.Logger, coalesce, resync time.Duration) *hub {
+func newHub(st HubStore, log *slog.Logger, coalesce, resync time.Duration) *hub {
 	return &hub{
 		st: st, log: log, coalesce: coalesce, resync: resync,
 		nodes:   map[string]*nodeState{},
@@ -60,83 +61,101 @@ func newHub(st Store, log *slog.Logger, coalesce, resync time.Duration) *hub {
 // against a change the mirror could have mishandled.
 func (h *hub) run(ctx context.Context) {
 	defer close(h.done)
-	f := h.st.Follow(ctx)
-	m := newMirror()
+	l := &hubLoop{h: h, f: h.st.Follow(ctx), m: newMirror()}
 	resync := time.NewTicker(h.resync)
 	defer resync.Stop()
-	var (
-		settle      <-chan time.Time // armed while a batch of changes settles
-		catchUp     *time.Ticker
-		catchUpC    <-chan time.Time
-		attempts    int
-		live        bool
-		publishNow  bool
-		liveChanged bool
-	)
-	defer func() {
-		if catchUp != nil {
-			catchUp.Stop()
-		}
-	}()
+	defer l.stopCatchUp()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case u, ok := <-f.Updates():
+		case u, ok := <-l.f.Updates():
 			if !ok {
 				return
 			}
-			switch {
-			case u.Err != nil:
-				h.log.Warn("following the store for watchers; will read everything again", "err", u.Err)
-				liveChanged = liveChanged || live
-				live = false
-			case u.Snapshot != nil:
-				m.reset(u.Snapshot)
-				liveChanged = liveChanged || !live
-				live = true
-			}
-			for _, c := range u.Changes {
-				m.apply(c)
-			}
-			m.advance(u.Rev)
+			l.update(u)
 		case <-h.kick:
-		case <-settle:
-			settle, publishNow = nil, true
+		case <-l.settle:
+			l.settle, l.publishNow = nil, true
 		case <-resync.C:
-			f.Resync()
-		case <-catchUpC:
-			attempts++
-			if attempts%10 == 0 {
-				f.Resync()
-			} else if err := f.RequestProgress(); err != nil {
+			l.f.Resync()
+		case <-l.catchUpC:
+			l.attempts++
+			if l.attempts%10 == 0 {
+				l.f.Resync()
+			} else if err := l.f.RequestProgress(); err != nil {
 				h.log.Debug("request watch progress", "err", err)
 			}
 		}
+		l.step()
+	}
+}
 
-		h.mu.Lock()
-		want, published, budgets := h.want, h.rev, h.budgetSubs > 0
-		flatBehind := budgets && (h.flat == nil || h.flat.rev < want)
-		h.mu.Unlock()
-		caughtUp := live && m.rev >= want
-		if publishNow || liveChanged || (caughtUp && (want > published || flatBehind)) {
-			h.publish(m, live, budgets)
-			settle, publishNow, liveChanged = nil, false, false
-		} else if settle == nil && (len(m.dirty) > 0 || (budgets && m.changed)) {
-			settle = time.After(h.coalesce)
-		}
+// hubLoop is run's state between events.
+type hubLoop struct {
+	h *hub
+	f *store.Follower
+	m *mirror
 
-		switch {
-		case live && m.rev < want && catchUpC == nil:
-			if err := f.RequestProgress(); err != nil {
-				h.log.Debug("request watch progress", "err", err)
-			}
-			catchUp = time.NewTicker(catchUpEvery)
-			catchUpC, attempts = catchUp.C, 0
-		case (!live || m.rev >= want) && catchUp != nil:
-			catchUp.Stop()
-			catchUp, catchUpC = nil, nil
+	settle      <-chan time.Time // armed while a batch of changes settles
+	catchUp     *time.Ticker
+	catchUpC    <-chan time.Time
+	attempts    int
+	live        bool
+	publishNow  bool
+	liveChanged bool
+}
+
+// update applies what the follower reports to the mirror.
+func (l *hubLoop) update(u store.FollowUpdate) {
+	switch {
+	case u.Err != nil:
+		l.h.log.Warn("following the store for watchers; will read everything again", "err", u.Err)
+		l.liveChanged = l.liveChanged || l.live
+		l.live = false
+	case u.Snapshot != nil:
+		l.m.reset(u.Snapshot)
+		l.liveChanged = l.liveChanged || !l.live
+		l.live = true
+	}
+	for _, c := range u.Changes {
+		l.m.apply(c)
+	}
+	l.m.advance(u.Rev)
+}
+
+// step publishes when a batch has settled or a watcher waits for a
+// revision the mirror has reached, and asks etcd for progress while the
+// mirror is behind one a watcher waits for.
+func (l *hubLoop) step() {
+	h, m := l.h, l.m
+	h.mu.Lock()
+	want, published, budgets := h.want, h.rev, h.budgetSubs > 0
+	flatBehind := budgets && (h.flat == nil || h.flat.rev < want)
+	h.mu.Unlock()
+	caughtUp := l.live && m.rev >= want
+	if l.publishNow || l.liveChanged || (caughtUp && (want > published || flatBehind)) {
+		h.publish(m, l.live, budgets)
+		l.settle, l.publishNow, l.liveChanged = nil, false, false
+	} else if l.settle == nil && (len(m.dirty) > 0 || (budgets && m.changed)) {
+		l.settle = time.After(h.coalesce)
+	}
+	switch {
+	case l.live && m.rev < want && l.catchUpC == nil:
+		if err := l.f.RequestProgress(); err != nil {
+			h.log.Debug("request watch progress", "err", err)
 		}
+		l.catchUp = time.NewTicker(catchUpEvery)
+		l.catchUpC, l.attempts = l.catchUp.C, 0
+	case (!l.live || m.rev >= want) && l.catchUp != nil:
+		l.stopCatchUp()
+	}
+}
+
+func (l *hubLoop) stopCatchUp() {
+	if l.catchUp != nil {
+		l.catchUp.Stop()
+		l.catchUp, l.catchUpC = nil, nil
 	}
 }
 
@@ -264,7 +283,7 @@ type nodeSub struct {
 // least as new as etcd's revision now, so it reflects every write the
 // client made before it asked.
 func (h *hub) subscribeNode(ctx context.Context, id string) (*nodeSub, error) {
-	rev, err := readRevision(ctx, h.st)
+	rev, err := h.st.Revision(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -306,7 +325,7 @@ type budgetSub struct {
 // subscribeBudgets registers a budget stream; call close when it ends. Its
 // first view is at least as new as etcd's revision now.
 func (h *hub) subscribeBudgets(ctx context.Context) (*budgetSub, error) {
-	rev, err := readRevision(ctx, h.st)
+	rev, err := h.st.Revision(ctx)
 	if err != nil {
 		return nil, err
 	}

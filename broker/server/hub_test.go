@@ -173,7 +173,7 @@ func TestFirstEventIsNewerThanAForeignWrite(t *testing.T) {
 	if _, err := other.PutSubnet(ctx, store.Subnet{ID: subnet2, CIDR: "10.0.2.0/24", Usable: 251}); err != nil {
 		t.Fatal(err)
 	}
-	rev, err := readRevision(ctx, e.st)
+	rev, err := e.st.Revision(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ import (
 // acts on what agents state here.
 type nodeService struct {
 	allotv1.UnimplementedNodeServiceServer
-	st      Store
+	st      NodeStore
 	limits  LimitsSource
 	hub     *hub
 	nodeTTL time.Duration
@@ -62,7 +62,7 @@ func (s *nodeService) Register(ctx context.Context, req *allotv1.RegisterRequest
 	if err != nil {
 		return nil, fmt.Errorf("register %s: %w", n.InstanceID, err)
 	}
-	rev, err := readRevision(ctx, s.st)
+	rev, err := s.st.Revision(ctx)
 	if err != nil {
 		return nil, err
 	}

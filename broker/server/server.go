@@ -157,7 +157,7 @@ func (s *Server) watchHealth(ctx context.Context) {
 	serving := false
 	for {
 		cctx, cancel := context.WithTimeout(ctx, min(s.cfg.HealthInterval, 3*time.Second))
-		_, err := readRevision(cctx, s.cfg.Store)
+		_, err := s.cfg.Store.Revision(cctx)
 		cancel()
 		if ctx.Err() != nil {
 			return

@@ -25,19 +25,9 @@ type view struct {
 	nodeBy    map[string]store.Node
 }
 
-// readRevision returns etcd's current revision with the cheapest read there
-// is: one key that never exists.
-func readRevision(ctx context.Context, st Store) (int64, error) {
-	resp, err := st.Client().Get(ctx, st.Prefix()+"server/revision-probe")
-	if err != nil {
-		return 0, fmt.Errorf("read etcd revision: %w", err)
-	}
-	return resp.Header.Revision, nil
-}
-
 // loadView reads everything a view holds.
-func loadView(ctx context.Context, st Store) (*view, error) {
-	rev, err := readRevision(ctx, st)
+func loadView(ctx context.Context, st ViewReads) (*view, error) {
+	rev, err := st.Revision(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -38,6 +39,16 @@ func Open(cli *clientv3.Client, cluster string) (*Store, error) {
 
 // Prefix returns the key prefix of this cluster, ending in "/".
 func (s *Store) Prefix() string { return s.prefix }
+
+// Revision returns etcd's current revision with the cheapest read there
+// is: one key that never exists.
+func (s *Store) Revision(ctx context.Context) (int64, error) {
+	resp, err := s.cli.Get(ctx, s.prefix+"server/revision-probe")
+	if err != nil {
+		return 0, fmt.Errorf("read etcd revision: %w", err)
+	}
+	return resp.Header.Revision, nil
+}
 
 // Client returns the etcd client the store uses (for leader election).
 func (s *Store) Client() *clientv3.Client { return s.cli }

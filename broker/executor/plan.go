@@ -1,0 +1,270 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/allotnet/allot/broker/planner"
+	"github.com/allotnet/allot/broker/store"
+	allotv1 "github.com/allotnet/allot/proto/allot/v1"
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
+)
+
+// plan runs the planner over the idle nodes with demand and queues its
+// actions.
+func (e *Engine) plan(rs *runState, snap *snapshot, queued map[string]int64, free func(string) bool, now time.Time) {
+	nodes, wake := e.plannable(rs, snap, free, now)
+	defer func() {
+		if wake > 0 {
+			rs.wakeIn(wake)
+		}
+	}()
+	if len(nodes) == 0 {
+		return
+	}
+	budgets := planner.Budgets{}
+	for id, sn := range snap.subnets {
+		budgets[id] = max(sn.Available()-queued[id], 0)
+	}
+	p := planner.Make(nodes, budgets)
+	for _, pn := range nodes {
+		sf, ok := p.Unmet[pn.InstanceID]
+		if !ok {
+			e.setUnmet(rs, pn.InstanceID, nil)
+			continue
+		}
+		e.setUnmet(rs, pn.InstanceID, unmetError(pn, sf, snap.subnets[pn.SubnetID]))
+	}
+	actions, retry := e.admit(rs, p.Actions)
+	if retry > 0 {
+		wake = minPositive(wake, retry)
+	}
+	if len(actions) == 0 {
+		return
+	}
+	p.Actions = actions
+	e.count(func(s *Stats) {
+		s.Plans++
+		for _, a := range p.Actions {
+			s.Planned[a.Kind.String()]++
+		}
+	})
+	// The plan's summary for the log; a handler that wants each action
+	// finds the whole plan behind the value.
+	e.log.Debug("planned", "plan", p)
+	e.queueActions(rs, snap, p.Actions)
+}
+
+// plannable returns the planner's view of every node that wants addresses,
+// is idle, and whose demand has settled; wake is when the next one still
+// gathering settles (0: none).
+func (e *Engine) plannable(rs *runState, snap *snapshot, free func(string) bool, now time.Time) (nodes []planner.Node, wake time.Duration) {
+	for _, n := range snap.nodes {
+		id := n.InstanceID
+		d := snap.demands[id]
+		if d.Pending+d.WarmShortfall <= 0 {
+			delete(rs.wanting, id)
+			e.setUnmet(rs, id, nil)
+			continue
+		}
+		if !free(id) {
+			continue
+		}
+		if wait := e.gathering(rs, id, d, now); wait > 0 {
+			wake = minPositive(wake, wait)
+			continue
+		}
+		pn, why := e.plannerNode(rs, snap, n, d)
+		if why != "" {
+			e.setUnmet(rs, id, &reasoned{store.UnmetNotReady, errors.New(why)})
+			continue
+		}
+		if pn.Pending+pn.WarmShortfall <= pn.InFlight {
+			e.setUnmet(rs, id, nil)
+			continue
+		}
+		delete(rs.wanting, id) // a later change gathers afresh
+		nodes = append(nodes, pn)
+	}
+	return nodes, wake
+}
+
+// queueActions schedules each planned action as a task of its node.
+func (e *Engine) queueActions(rs *runState, snap *snapshot, actions []planner.Action) {
+	for _, a := range actions {
+		n := snap.node[a.InstanceID]
+		switch a.Kind {
+		case planner.CreateAttach:
+			begun := e.queue(rs, a.SubnetID, a.Cost(), firstClass(a))
+			e.schedule(rs, a.InstanceID, kindCreateAttach, a.Urgent, func(ctx context.Context) error {
+				defer begun()
+				return e.createAttach(ctx, rs, a, n, begun)
+			})
+		case planner.Assign:
+			eni := snap.enis[a.ENIID]
+			if a.SubnetID == "" {
+				a.SubnetID = eni.SubnetID
+			}
+			begun := e.queue(rs, a.SubnetID, a.Cost(), firstClass(a))
+			e.schedule(rs, a.InstanceID, kindAssign, a.Urgent, func(ctx context.Context) error {
+				defer begun()
+				return e.assign(ctx, rs, a, eni, begun)
+			})
+		default:
+			e.log.Error("planner returned an unknown action", "kind", a.Kind.String(), "instance", a.InstanceID)
+		}
+	}
+}
+
+// gathering returns how much longer a node's demand should be left to
+// settle before it is planned (0: plan it now). Pods of one burst arrive
+// over a moment and the agent states its demand as they do; planning the
+// first statement would spend a call on part of the burst and another on
+// the rest. A demand is planned once it has been still for Gather
+// (WarmGather when no pod waits), or once the node has wanted addresses for
+// GatherMax (or WarmGather, if longer).
+func (e *Engine) gathering(rs *runState, node string, d store.Demand, now time.Time) time.Duration {
+	first, ok := rs.wanting[node]
+	if !ok {
+		first = now
+		rs.wanting[node] = now
+	}
+	gather, most := e.cfg.Gather, e.cfg.GatherMax
+	if d.Pending == 0 {
+		gather, most = e.cfg.WarmGather, max(e.cfg.GatherMax, e.cfg.WarmGather)
+	}
+	settled := d.UpdatedAt.Add(gather).Sub(now)
+	capped := first.Add(most).Sub(now)
+	return max(min(settled, capped), 0)
+}
+
+func minPositive(a, b time.Duration) time.Duration {
+	if a <= 0 || b < a {
+		return b
+	}
+	return a
+}
+
+// plannerNode builds the planner's view of one node, or says what is
+// missing for it.
+func (e *Engine) plannerNode(rs *runState, snap *snapshot, n store.Node, d store.Demand) (planner.Node, string) {
+	lim, ok := e.inst.Limits(n)
+	if !ok {
+		return planner.Node{}, fmt.Sprintf("instance type %q limits unknown", n.InstanceType)
+	}
+	if n.SubnetID == "" {
+		return planner.Node{}, "node has no subnet"
+	}
+	if _, ok := snap.subnets[n.SubnetID]; !ok {
+		return planner.Node{}, fmt.Sprintf("subnet %s not yet known", n.SubnetID)
+	}
+	if _, ok := snap.primary(n.InstanceID); !ok {
+		return planner.Node{}, "primary ENI not yet known"
+	}
+	pn := planner.Node{
+		InstanceID:     n.InstanceID,
+		SubnetID:       n.SubnetID,
+		SecurityGroups: n.SecurityGroups,
+		Mode:           mode(n.Mode),
+		Limits:         lim,
+		MaxENIs:        n.MaxENIs,
+		Pending:        d.Pending,
+		WarmShortfall:  d.WarmShortfall,
+		InFlight:       e.inFlight(rs, snap, n.InstanceID, d),
+		FillNewENIs:    n.WarmIPTarget == 0 && n.MinimumIPTarget == 0,
+	}
+	for _, x := range snap.byNode[n.InstanceID] {
+		if !x.Primary && x.Status != store.ENIAttached {
+			continue
+		}
+		pn.ENIs = append(pn.ENIs, planner.ENI{
+			ID:          x.ID,
+			DeviceIndex: x.DeviceIndex,
+			SubnetID:    x.SubnetID,
+			Primary:     x.Primary,
+			Secondary:   len(x.Addresses),
+			Prefixes:    len(x.Prefixes),
+		})
+	}
+	return pn, ""
+}
+
+// inFlight is what the broker's records give the node beyond what its
+// demand was computed against. An agent that states what it knew (Known)
+// gets an exact answer: whatever the records hold beyond it is on its way
+// to the pool, and nothing else is. For a demand without it, deliveries
+// recorded after the demand was stored are counted instead, a clock-based
+// estimate.
+func (e *Engine) inFlight(rs *runState, snap *snapshot, node string, d store.Demand) int {
+	if !d.HasKnown {
+		return e.deliveredSince(rs, node, d.UpdatedAt)
+	}
+	return max(slotsOf(snap.byNode[node])-d.Known, 0)
+}
+
+// slotsOf counts address slots as agents count them in Known: secondary
+// addresses plus a prefix's addresses, over every ENI listed for the node.
+func slotsOf(enis []store.ENI) int {
+	n := 0
+	for _, x := range enis {
+		n += allotv1.PodAddresses(len(x.Addresses), len(x.Prefixes))
+	}
+	return n
+}
+
+func mode(m string) planner.Mode {
+	if (store.Node{Mode: m}).PrefixMode() {
+		return planner.Prefix
+	}
+	return planner.SecondaryIP
+}
+
+// unmetError turns the planner's shortfall into the error agents and
+// operators see.
+func unmetError(n planner.Node, sf planner.Shortfall, sn store.Subnet) error {
+	switch sf.Reason {
+	case planner.BudgetExhausted:
+		return &rpcerr.BudgetError{SubnetID: n.SubnetID, Limit: sn.Limit(), Use: sn.Attached + sn.Reserved, Requested: int64(sf.Addresses)}
+	case planner.NodeFull:
+		return &reasoned{store.UnmetNodeFull, fmt.Errorf("node %s is full: %d addresses short (max %d ENIs of %d addresses)",
+			n.InstanceID, sf.Addresses, n.Limits.MaxENIs, n.Limits.IPv4PerENI)}
+	case planner.NodeBusy:
+		return fmt.Errorf("node %s: %d addresses wait for an ENI being attached", n.InstanceID, sf.Addresses)
+	}
+	return fmt.Errorf("node %s: %d addresses short", n.InstanceID, sf.Addresses)
+}
+
+// setUnmet records (nil: clears) why a node's demand is unmet, logging each
+// new reason once.
+func (e *Engine) setUnmet(rs *runState, node string, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err == nil {
+		delete(e.unmet, node)
+		delete(rs.reported, node)
+		return
+	}
+	e.unmet[node] = err
+	key := reasonKey(err)
+	if rs.reported[node] == key {
+		return
+	}
+	rs.reported[node] = key
+	var be *rpcerr.BudgetError
+	if errors.As(err, &be) {
+		e.log.Warn("demand unmet: subnet budget exhausted", "instance", node, "subnet", be.SubnetID,
+			"limit", be.Limit, "use", be.Use, "requested", be.Requested)
+		return
+	}
+	e.log.Info("demand unmet", "instance", node, "reason", err)
+}
+
+func reasonKey(err error) string {
+	var be *rpcerr.BudgetError
+	if errors.As(err, &be) {
+		return "budget:" + be.SubnetID
+	}
+	return err.Error()
+}

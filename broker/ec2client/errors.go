@@ -61,6 +61,18 @@ func IsThrottle(err error) bool {
 	return c == CodeRequestLimitExceeded || c == codeThrottling
 }
 
+// IsServerError reports whether EC2 failed on its side (HTTP 5xx:
+// InternalError, Unavailable…): the request was not refused, and the same
+// request may well succeed when sent again. Whether it took effect is not
+// known.
+func IsServerError(err error) bool {
+	switch Code(err) {
+	case "InternalError", "InternalFailure", "ServiceUnavailable", "Unavailable":
+		return true
+	}
+	return false
+}
+
 // IsMalformed reports whether EC2 rejected an ID as malformed.
 func IsMalformed(err error) bool { return strings.HasSuffix(Code(err), ".Malformed") }
 

@@ -74,8 +74,13 @@ func (e *Engine) createInput(in store.Intent, sgs []string) ec2client.CreateENII
 }
 
 // attach attaches a created ENI at its recorded device index and then sets
-// DeleteOnTermination. When EC2 refuses the attach, the ENI is deleted so it
-// neither leaks nor holds budget; the demand is planned afresh.
+// DeleteOnTermination. When EC2 refuses the attach (the index is taken, the
+// instance is full), the ENI is deleted so it neither leaks nor holds
+// budget; the demand is planned afresh. When EC2 failed on its side
+// (InternalError, Unavailable) or the call got no answer, the ENI is kept:
+// it stays recorded as created, and the next round's upkeep describes it
+// (the attach may have happened after all) and attaches this same ENI
+// again. A new ENI would cost a Create and a Delete for nothing.
 func (e *Engine) attach(ctx context.Context, rs *runState, eni store.ENI) error {
 	in, err := e.begin(ctx, rs, store.Intent{
 		Kind: store.IntentAttach, InstanceID: eni.InstanceID, ENIID: eni.ID, SubnetID: eni.SubnetID,
@@ -88,7 +93,7 @@ func (e *Engine) attach(ctx context.Context, rs *runState, eni store.ENI) error 
 	attachmentID, err := e.ec2.AttachENI(ctx, eni.ID, eni.InstanceID, eni.DeviceIndex)
 	if err != nil {
 		e.fail(ctx, in, err)
-		if apiRefused(err) {
+		if apiRefused(err) && !ec2client.IsServerError(err) {
 			if derr := e.deleteENI(ctx, rs, eni); derr != nil {
 				err = errors.Join(err, derr)
 			}

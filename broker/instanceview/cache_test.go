@@ -16,14 +16,14 @@ import (
 
 const inst = "i-0a0000000000000a1"
 
-func startSim(t *testing.T) (*awssim.Sim, *ec2client.Client) {
+func startSim(t *testing.T, extra ...scenario.Instance) (*awssim.Sim, *ec2client.Client) {
 	t.Helper()
 	sim, err := awssim.Start(context.Background(), awssim.Config{Scenario: scenario.Scenario{
 		Region: "us-east-1", AccountID: "123456789012",
 		VPCs: []scenario.VPC{{ID: "vpc-0a000001", CIDRs: []string{"10.0.0.0/16"}, Subnets: []scenario.Subnet{
 			{ID: "subnet-0a000001", CIDR: "10.0.0.0/20", AZ: "us-east-1a"},
 		}}},
-		Instances: []scenario.Instance{{ID: inst, Subnet: "subnet-0a000001", Type: "c5.xlarge"}},
+		Instances: append([]scenario.Instance{{ID: inst, Subnet: "subnet-0a000001", Type: "c5.xlarge"}}, extra...),
 	}, TimeScale: 100, AdminAddr: "off", Seed: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -93,5 +93,28 @@ func TestCacheAsksEC2OncePerTTL(t *testing.T) {
 	c.Forget(inst)
 	if _, err := c.Get(ctx, inst); err != nil || described() != 5 {
 		t.Fatalf("after Forget: %v, %d calls", err, described())
+	}
+}
+
+// TestCacheBatchesAFleet: a fleet registering at once shares one
+// DescribeInstances.
+func TestCacheBatchesAFleet(t *testing.T) {
+	sim, ec2c := startSim(t, scenario.Instance{Subnet: "subnet-0a000001", Type: "m5.large", Count: 60})
+	c := New(ec2c, 0, nil)
+	var wg sync.WaitGroup
+	insts := sim.World().Instances()
+	for _, in := range insts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got, err := c.Get(context.Background(), in.ID)
+			if err != nil || got.ID != in.ID || got.Type != in.Type {
+				t.Errorf("%s: %+v, %v", in.ID, got, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := sim.Counters()["DescribeInstances"].Calls; len(insts) != 61 || n > 2+int64(len(insts)) {
+		t.Fatalf("%d instances cost %d DescribeInstances calls, want 1 or 2 (plus one per instance if the batched answer failed)", len(insts), n)
 	}
 }

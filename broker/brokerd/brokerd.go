@@ -16,12 +16,15 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/allotnet/allot/broker/ec2client"
+	"github.com/allotnet/allot/broker/instanceview"
 	"github.com/allotnet/allot/broker/executor"
 	"github.com/allotnet/allot/broker/leader"
 	"github.com/allotnet/allot/broker/metrics"
 	"github.com/allotnet/allot/broker/ratelimit"
 	"github.com/allotnet/allot/broker/server"
 	"github.com/allotnet/allot/broker/store"
+	allotv1 "github.com/allotnet/allot/proto/allot/v1"
+	"google.golang.org/grpc"
 )
 
 // Broker is one assembled replica. New builds it and binds its listener;
@@ -33,6 +36,7 @@ type Broker struct {
 	ec2  *ec2client.Client
 	el   *leader.Elector
 	srv  *server.Server
+	view *instanceview.Cache // EC2's word on the nodes' instances
 	lis  net.Listener
 	etcd func() // closes what openEtcd opened
 
@@ -86,14 +90,32 @@ func New(ctx context.Context, cfg Config) (b *Broker, err error) {
 			return nil, err
 		}
 	}
+	b.view = instanceview.New(b.ec2, 0, nil)
+	unary, stream := cfg.GRPC.Unary, cfg.GRPC.Stream
+	var authSvc allotv1.AuthServiceServer
+	if cfg.Auth != nil {
+		z, svc, err := b.buildAuth(cli, b.view)
+		if err != nil {
+			return nil, err
+		}
+		// Authorization runs first of the caller's interceptors, so nothing
+		// else sees a call it refuses.
+		unary = append([]grpc.UnaryServerInterceptor{z.UnaryServerInterceptor()}, unary...)
+		stream = append([]grpc.StreamServerInterceptor{z.StreamServerInterceptor()}, stream...)
+		authSvc = svc
+	}
 	b.srv, err = server.New(server.Config{
 		Store: b.st, Leader: b.el, Logger: log, NodeTTL: cfg.NodeTTL, Coalesce: cfg.Coalesce,
+		Instances:          b.view,
 		ServerOptions:      cfg.GRPC.Options,
-		UnaryInterceptors:  cfg.GRPC.Unary,
-		StreamInterceptors: cfg.GRPC.Stream,
+		UnaryInterceptors:  unary,
+		StreamInterceptors: stream,
 	})
 	if err != nil {
 		return nil, err
+	}
+	if authSvc != nil {
+		allotv1.RegisterAuthServiceServer(b.srv.GRPC(), authSvc)
 	}
 	if b.lis, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)

@@ -61,6 +61,10 @@ type Config struct {
 	// GRPC is what the gRPC server is given on top of the broker's own
 	// middleware.
 	GRPC GRPCConfig
+	// Auth, when set, makes every call prove who it is from (broker/auth).
+	// nil serves anyone: only allot-broker's explicitly insecure flag and
+	// in-process tests leave it nil.
+	Auth *AuthConfig
 
 	// Logger; nil discards.
 	Logger *slog.Logger

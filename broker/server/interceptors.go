@@ -40,6 +40,7 @@ func serverOptions(log *slog.Logger, unary []grpc.UnaryServerInterceptor, stream
 		return status.Error(codes.Internal, "internal error (the broker logged the details)")
 	})
 	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(MaxRecvMsgSize),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
 			MinTime: KeepaliveMinTime, PermitWithoutStream: true,
 		}),
@@ -67,6 +68,10 @@ func serverOptions(log *slog.Logger, unary []grpc.UnaryServerInterceptor, stream
 		)...),
 	}
 }
+
+// MaxRecvMsgSize bounds one request. The largest honest one, a usage report
+// of a node at its limit, is a few hundred KiB.
+const MaxRecvMsgSize = 1 << 20
 
 // slogAdapter lets go-grpc-middleware log through slog; its levels are
 // slog's.

@@ -22,6 +22,7 @@ type nodeService struct {
 	allotv1.UnimplementedNodeServiceServer
 	st      NodeStore
 	limits  LimitsSource
+	facts   InstanceFacts // nil: the agent's claims are recorded as made
 	hub     *hub
 	nodeTTL time.Duration
 	now     func() time.Time
@@ -48,6 +49,11 @@ func (s *nodeService) Register(ctx context.Context, req *allotv1.RegisterRequest
 		WarmENITarget:    int(req.GetWarm().GetWarmEniTarget()),
 		WarmPrefixTarget: int(req.GetWarm().GetWarmPrefixTarget()),
 		RegisteredAt:     s.now(),
+	}
+	if s.facts != nil {
+		if err := checkClaims(ctx, s.facts, &n); err != nil {
+			return nil, err
+		}
 	}
 	if old, err := s.st.GetNode(ctx, n.InstanceID); err == nil {
 		// Keep what the engine learned (limits) and when the node first came.

@@ -27,6 +27,9 @@ type Config struct {
 	Store  Store
 	Leader LeaderInfo   // for GetStatus; nil reports no leader
 	Limits LimitsSource // for Register; nil leaves limits to the engine
+	// Instances, if set, is EC2's word on each node's instance: Register
+	// refuses claims that disagree with it and records EC2's values.
+	Instances InstanceFacts
 	Logger *slog.Logger // nil: slog.Default()
 	// NodeTTL is the liveness lease a Heartbeat renews; 30s if zero.
 	NodeTTL time.Duration
@@ -98,7 +101,7 @@ func New(cfg Config) (*Server, error) {
 	gs := grpc.NewServer(opts...)
 	h := newHub(cfg.Store, log, cfg.Coalesce, cfg.Resync)
 	allotv1.RegisterNodeServiceServer(gs, &nodeService{
-		st: cfg.Store, limits: cfg.Limits, hub: h, nodeTTL: cfg.NodeTTL, now: cfg.Now, log: log,
+		st: cfg.Store, limits: cfg.Limits, facts: cfg.Instances, hub: h, nodeTTL: cfg.NodeTTL, now: cfg.Now, log: log,
 	})
 	allotv1.RegisterBudgetServiceServer(gs, &budgetService{st: cfg.Store, hub: h, log: log})
 	allotv1.RegisterAdminServiceServer(gs, &adminService{st: cfg.Store, leader: cfg.Leader})

@@ -55,7 +55,20 @@ type config struct {
 	tlsCert     string
 	tlsKey      string
 	tlsClientCA string
+
+	// Who may call: node attestation against identityCert, roles from
+	// client certificates (docs/security.md); or, only when insecure is
+	// set explicitly, anyone in plaintext.
+	identityCert  string
+	attestAccount string
+	attestVPCs    []string
+	nodeTokenTTL  time.Duration
+	insecure      bool
 }
+
+// insecureFlag serves anyone in plaintext. Its name says so, so nobody sets
+// it by accident.
+const insecureFlag = "insecure-no-tls-no-auth"
 
 // hiddenTimeScale is the flag for running against a simulated EC2 whose
 // clock runs faster; it works but is left out of --help.
@@ -104,7 +117,15 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	buildinfo.Flag(fs)
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "server certificate for gRPC (plaintext if empty)")
 	fs.StringVar(&c.tlsKey, "tls-key", "", "server key for gRPC")
-	fs.StringVar(&c.tlsClientCA, "tls-client-ca", "", "CA bundle agents' client certificates must chain to (mutual TLS)")
+	fs.StringVar(&c.tlsClientCA, "tls-client-ca", "", "CA bundle that planners', operators' and per-node client certificates must chain to; "+
+		"their allot:// URI SAN names the role (docs/security.md)")
+	fs.StringVar(&c.identityCert, "identity-cert", "", "PEM certificate that verifies EC2 instance identity documents "+
+		"(AWS's public certificate for the region, \"signature\" form); turns node attestation on")
+	fs.StringVar(&c.attestAccount, "attest-account-id", "", "only instances of this AWS account may attest (default: any the broker's EC2 credentials can describe)")
+	vpcs := fs.String("attest-vpc-ids", "", "comma-separated VPCs attesting instances must be in (default: any)")
+	fs.DurationVar(&c.nodeTokenTTL, "node-token-ttl", 15*time.Minute, "lifetime of the token a node gets by attesting; agents attest again at half of it")
+	fs.BoolVar(&c.insecure, insecureFlag, false, "serve gRPC in plaintext to ANYONE who can reach --listen, "+
+		"letting them make this broker call EC2 for any instance; for throwaway tests only")
 	fs.Usage = func() { usage(fs) }
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -142,5 +163,38 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if err := c.etcd.validate(c); err != nil {
 		return c, err
 	}
-	return c, nil
+	c.attestVPCs = splitComma(*vpcs)
+	return c, checkSecurity(c)
+}
+
+// checkSecurity refuses to serve without TLS and a way to authenticate,
+// unless the insecure flag is given (and then nothing that pretends
+// otherwise).
+func checkSecurity(c config) error {
+	secure := c.tlsCert != "" || c.tlsClientCA != "" || c.identityCert != ""
+	switch {
+	case c.insecure && secure:
+		return fmt.Errorf("--%s serves anyone in plaintext; drop it or the TLS and identity flags", insecureFlag)
+	case c.insecure:
+		return nil
+	case c.tlsCert == "":
+		return fmt.Errorf("refusing to start without TLS: give --tls-cert and --tls-key, with --identity-cert "+
+			"(node attestation) and/or --tls-client-ca (client certificates) - see docs/security.md; "+
+			"--%s serves anyone in plaintext instead", insecureFlag)
+	case c.identityCert == "" && c.tlsClientCA == "":
+		return errors.New("no caller could authenticate: give --identity-cert (node attestation) and/or --tls-client-ca (client certificates)")
+	case c.nodeTokenTTL < time.Minute:
+		return fmt.Errorf("--node-token-ttl %s: want at least 1m", c.nodeTokenTTL)
+	}
+	return nil
+}
+
+func splitComma(s string) []string {
+	var out []string
+	for _, x := range strings.Split(s, ",") {
+		if x = strings.TrimSpace(x); x != "" {
+			out = append(out, x)
+		}
+	}
+	return out
 }

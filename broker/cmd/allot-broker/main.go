@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/allotnet/allot/broker/auth"
 	"github.com/allotnet/allot/broker/brokerd"
 	"github.com/allotnet/allot/broker/executor"
 	"github.com/allotnet/allot/internal/buildinfo"
@@ -79,7 +80,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		return err
 	}
 	log.Info("allot-broker starting", "replica", cfg.name, "version", buildinfo.Get().Version, "cluster", cfg.cluster,
-		"tls", cfg.tlsCert != "", "mtls", cfg.tlsClientCA != "")
+		"tls", cfg.tlsCert != "", "client_certificates", cfg.tlsClientCA != "", "attestation", cfg.identityCert != "")
 	return b.Run(ctx)
 }
 
@@ -113,9 +114,32 @@ func brokerConfig(ctx context.Context, cfg config, log *slog.Logger) (brokerd.Co
 	if tlsCfg != nil {
 		bc.GRPC.Options = append(bc.GRPC.Options, grpc.Creds(credentials.NewTLS(tlsCfg)))
 	}
+	if bc.Auth, err = authConfig(cfg); err != nil {
+		return bc, err
+	}
+	if cfg.insecure {
+		log.Warn("serving in plaintext without authentication: anyone who reaches this address can make the broker call EC2",
+			"listen", cfg.listen, "flag", "--"+insecureFlag)
+	}
 	if bc.EC2.Region, bc.EC2.Credentials, err = awsSettings(ctx, cfg); err != nil {
 		return bc, err
 	}
 	log.Info("EC2 settings", "region", bc.EC2.Region, "endpoint", cfg.ec2Endpoint)
 	return bc, nil
+}
+
+// authConfig is nil (anyone may call) only with the insecure flag.
+func authConfig(cfg config) (*brokerd.AuthConfig, error) {
+	if cfg.insecure {
+		return nil, nil
+	}
+	ac := &brokerd.AuthConfig{AccountID: cfg.attestAccount, VPCIDs: cfg.attestVPCs, TokenTTL: cfg.nodeTokenTTL}
+	if cfg.identityCert != "" {
+		certs, err := auth.LoadCertificates(cfg.identityCert)
+		if err != nil {
+			return nil, fmt.Errorf("--identity-cert: %w", err)
+		}
+		ac.IdentityCertificates = certs
+	}
+	return ac, nil
 }

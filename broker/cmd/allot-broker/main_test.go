@@ -23,7 +23,6 @@ import (
 	"github.com/allotnet/allot/broker/etcdembed/etcdembedtest"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
@@ -112,16 +111,6 @@ func (p *proc) logText() string {
 	return p.log.String()
 }
 
-func (p *proc) conn(t *testing.T) *grpc.ClientConn {
-	t.Helper()
-	c, err := grpc.NewClient(p.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
-
 // signal sends sig and waits for the process to exit.
 func (p *proc) signal(t *testing.T, sig syscall.Signal) error {
 	t.Helper()
@@ -176,9 +165,10 @@ func emptySim(t *testing.T) *awssim.Sim {
 // and exit 0.
 func TestEmbeddedEtcdHealthAndSIGTERM(t *testing.T) {
 	sim := emptySim(t)
-	p := startBroker(t, "--data-dir", filepath.Join(t.TempDir(), "etcd"), "--name", "solo",
-		"--ec2-endpoint", sim.EC2Endpoint())
-	c := p.conn(t)
+	sec := newSecure(t, sim)
+	p := startBroker(t, append(sec.args(t), "--data-dir", filepath.Join(t.TempDir(), "etcd"), "--name", "solo",
+		"--ec2-endpoint", sim.EC2Endpoint())...)
+	c := sec.admin(t, p)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
@@ -217,6 +207,7 @@ func TestBadFlagsExit2(t *testing.T) {
 		{"--tls-cert", "x.pem"},
 		{"--etcd-cacert", "ca.pem"},
 		{"extra"},
+		{}, // no TLS and no explicit insecure flag
 	} {
 		cmd := exec.Command(brokerBin, args...)
 		out, err := cmd.CombinedOutput()
@@ -244,25 +235,28 @@ func TestStandbyTakesOverAndFinishesTheWork(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = sim.Close() })
 	etcd := etcdembedtest.StartServer(t)
+	sec := newSecure(t, sim)
 	common := []string{"--etcd-endpoints", strings.Join(etcd.Endpoints(), ","), "--cluster", "ha",
 		"--ec2-endpoint", sim.EC2Endpoint(), "--time-scale", "10", "--election-ttl", "2s"}
+	common = append(common, sec.args(t)...)
 	a := startBroker(t, append([]string{"--name", "broker-a"}, common...)...)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	eventually(t, "broker-a leads", func() error {
-		l, err := leaderOf(ctx, a.conn(t))
+		l, err := leaderOf(ctx, sec.admin(t, a))
 		if err == nil && l != "broker-a" {
 			err = fmt.Errorf("leader %q", l)
 		}
 		return err
 	})
 	b := startBroker(t, append([]string{"--name", "broker-b"}, common...)...)
-	bc := b.conn(t)
-	node := allotv1.NewNodeServiceClient(bc)
+	bc := sec.admin(t, b)
 
 	insts := sim.World().Instances()
 	watches := make([]allotv1.NodeService_WatchNodeClient, len(insts))
 	for i, inst := range insts {
+		// Each node speaks for itself, attested.
+		node := allotv1.NewNodeServiceClient(sec.node(t, b, inst.ID))
 		if _, err := node.Register(ctx, &allotv1.RegisterRequest{Node: identityOf(inst)}); err != nil {
 			t.Fatal(err)
 		}

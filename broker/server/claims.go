@@ -9,6 +9,7 @@ import (
 	"github.com/allotnet/allot/broker/ec2client"
 	"github.com/allotnet/allot/broker/instanceview"
 	"github.com/allotnet/allot/broker/store"
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 )
 
 // InstanceFacts is EC2's word on an instance (broker/instanceview's
@@ -29,12 +30,12 @@ func checkClaims(ctx context.Context, facts InstanceFacts, n *store.Node) error 
 	in, err := facts.Get(ctx, n.InstanceID)
 	switch {
 	case errors.Is(err, instanceview.ErrNotFound):
-		return fmt.Errorf("register %s: EC2 does not know this instance: %w", n.InstanceID, store.ErrInvalid)
+		return fmt.Errorf("register %s: EC2 does not know this instance: %w", n.InstanceID, rpcerr.ErrInvalid)
 	case err != nil:
 		return fmt.Errorf("register %s: ask EC2 about the instance: %w", n.InstanceID, err)
 	}
 	if in.State != "running" {
-		return fmt.Errorf("register %s: EC2 says the instance is %s, not running: %w", n.InstanceID, in.State, store.ErrInvalid)
+		return fmt.Errorf("register %s: EC2 says the instance is %s, not running: %w", n.InstanceID, in.State, rpcerr.ErrInvalid)
 	}
 	for _, c := range []struct{ field, claimed, ec2 string }{
 		{"instance_type", n.InstanceType, in.Type},
@@ -46,12 +47,12 @@ func checkClaims(ctx context.Context, facts InstanceFacts, n *store.Node) error 
 	} {
 		if c.claimed != c.ec2 {
 			return fmt.Errorf("register %s: node.%s: the agent says %s, EC2 says %s: %w",
-				n.InstanceID, c.field, short(c.claimed), short(c.ec2), store.ErrInvalid)
+				n.InstanceID, c.field, short(c.claimed), short(c.ec2), rpcerr.ErrInvalid)
 		}
 	}
 	if !sameSet(n.SecurityGroups, in.SecurityGroups) {
 		return fmt.Errorf("register %s: node.security_group_ids: the agent says %v, EC2 says %v: %w",
-			n.InstanceID, n.SecurityGroups, in.SecurityGroups, store.ErrInvalid)
+			n.InstanceID, n.SecurityGroups, in.SecurityGroups, rpcerr.ErrInvalid)
 	}
 	n.InstanceType, n.AvailabilityZone, n.VPCID, n.SubnetID = in.Type, in.AZ, in.VPCID, in.SubnetID
 	n.PrimaryENIID, n.PrimaryIP, n.SecurityGroups = in.PrimaryENI, in.PrimaryIP, slices.Clone(in.SecurityGroups)

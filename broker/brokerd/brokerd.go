@@ -16,8 +16,8 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/allotnet/allot/broker/ec2client"
-	"github.com/allotnet/allot/broker/instanceview"
 	"github.com/allotnet/allot/broker/executor"
+	"github.com/allotnet/allot/broker/instanceview"
 	"github.com/allotnet/allot/broker/leader"
 	"github.com/allotnet/allot/broker/metrics"
 	"github.com/allotnet/allot/broker/ratelimit"

@@ -30,7 +30,7 @@ type Config struct {
 	// Instances, if set, is EC2's word on each node's instance: Register
 	// refuses claims that disagree with it and records EC2's values.
 	Instances InstanceFacts
-	Logger *slog.Logger // nil: slog.Default()
+	Logger    *slog.Logger // nil: slog.Default()
 	// NodeTTL is the liveness lease a Heartbeat renews; 30s if zero.
 	NodeTTL time.Duration
 	// Coalesce is how long the watch streams let a burst of changes settle

@@ -24,7 +24,6 @@ import (
 	"github.com/allotnet/allot/broker/server"
 	"github.com/allotnet/allot/broker/store"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
-	"google.golang.org/grpc"
 )
 
 // Broker is one assembled replica. New builds it and binds its listener;

@@ -37,6 +37,7 @@ type agentParams struct {
 	name, imds, broker, nodeNetNS, mode string
 	warm                                WarmTargets
 	cooldown                            time.Duration
+	certs                               *pki
 }
 
 func newAgent(bins Binaries, r *run, p agentParams) (*Agent, error) {
@@ -67,6 +68,7 @@ func newAgent(bins Binaries, r *run, p agentParams) (*Agent, error) {
 		"--heartbeat-interval=" + agentHeartbeat.String(),
 		"--log-level=debug",
 	}
+	args = append(args, p.certs.agentArgs(dir)...)
 	for _, f := range []struct {
 		flag string
 		v    int

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
@@ -37,7 +36,7 @@ const brokerElectionTTL = 3 * time.Second
 // heartbeat (agents beat every agentHeartbeat).
 const brokerNodeTTL = 5 * time.Second
 
-func newBroker(bins Binaries, r *run, cluster, ec2Endpoint string, timeScale float64) (*Broker, error) {
+func newBroker(bins Binaries, r *run, cluster, ec2Endpoint string, timeScale float64, certs *pki) (*Broker, error) {
 	addr, err := freeLocalAddr()
 	if err != nil {
 		return nil, err
@@ -54,7 +53,8 @@ func newBroker(bins Binaries, r *run, cluster, ec2Endpoint string, timeScale flo
 		"--node-ttl=" + brokerNodeTTL.String(),
 		"--log-level=info",
 	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	args = append(args, certs.brokerArgs()...)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(certs.adminCreds()))
 	if err != nil {
 		return nil, fmt.Errorf("broker client: %w", err)
 	}

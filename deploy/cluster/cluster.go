@@ -44,6 +44,7 @@ type Cluster struct {
 
 	cni     *libcni.CNIConfig
 	outside *outsideServer
+	pki     *pki // the cluster's certificates (TLS, attestation, roles)
 
 	mu      sync.Mutex
 	pods    map[*Pod]bool
@@ -144,7 +145,10 @@ func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 	if c.outside, err = startOutside(c.Plane.OutsideNetns(), c.Plane.OutsideAddr()); err != nil {
 		return c, err
 	}
-	if c.Broker, err = newBroker(cfg.Binaries, r, r.prefix, c.Sim.EC2Endpoint(), cfg.TimeScale); err != nil {
+	if c.pki, err = newPKI(r.dir, c.Sim); err != nil {
+		return c, err
+	}
+	if c.Broker, err = newBroker(cfg.Binaries, r, r.prefix, c.Sim.EC2Endpoint(), cfg.TimeScale, c.pki); err != nil {
 		return c, err
 	}
 	if err := c.Broker.Start(ctx); err != nil {
@@ -183,7 +187,7 @@ func (c *Cluster) startNodes(ctx context.Context) error {
 		}
 		n.Agent, err = newAgent(c.cfg.Binaries, c.run, agentParams{
 			name: n.Name, imds: imds, broker: c.Broker.Addr, nodeNetNS: n.NetNS, mode: c.cfg.Mode,
-			warm: c.cfg.Warm, cooldown: c.cfg.Cooldown,
+			warm: c.cfg.Warm, cooldown: c.cfg.Cooldown, certs: c.pki,
 		})
 		if err != nil {
 			return err

@@ -69,7 +69,7 @@ func (c *Cluster) Budgets(ctx context.Context) (table string, rows json.RawMessa
 	run := func(args ...string) ([]byte, error) {
 		ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, c.cfg.Binaries.Ctl, append([]string{"--broker", c.Broker.Addr}, args...)...)
+		cmd := exec.CommandContext(ctx, c.cfg.Binaries.Ctl, append(append([]string{"--broker", c.Broker.Addr}, c.pki.ctlArgs()...), args...)...)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		out, err := cmd.Output()

@@ -30,6 +30,9 @@ type config struct {
 	brokerCert       string
 	brokerKey        string
 	brokerServerName string
+	// nodeKey is the node's attestation key (agent/attest), used when the
+	// broker is reached over TLS without a client certificate.
+	nodeKey string
 
 	nodeNetNS string
 	procSys   string
@@ -91,6 +94,8 @@ func brokerFlags(fs *flag.FlagSet, c *config) (brokers *string) {
 	fs.StringVar(&c.brokerCert, "broker-cert", "", "client certificate for mutual TLS with the broker")
 	fs.StringVar(&c.brokerKey, "broker-key", "", "client key for mutual TLS with the broker")
 	fs.StringVar(&c.brokerServerName, "broker-server-name", "", "name to verify in the broker's certificate (default: the host of the address)")
+	fs.StringVar(&c.nodeKey, "node-key", "/var/lib/allot/node.key", "the node's attestation key, created on first start; over TLS without --broker-cert "+
+		"the agent proves its instance with it and the identity document IMDS signs (keep it on the host: the broker binds the instance to it)")
 	a := &c.agent
 	fs.DurationVar(&a.UsageInterval, "usage-interval", 0, "batch usage reports to the broker at most this often (0: 1s)")
 	fs.DurationVar(&a.HeartbeatInterval, "heartbeat-interval", 0, "liveness heartbeat to the broker (0: 10s)")

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"log/slog"
 	"os"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
@@ -13,21 +14,24 @@ import (
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
 
+	"github.com/allotnet/allot/agent/attest"
 	"github.com/allotnet/allot/agent/brokerlink"
+	"github.com/allotnet/allot/agent/identity"
+	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 
 // dialBroker returns a connection to the brokers. Every broker replica
 // serves agents from etcd, so any one will do: with several addresses the
 // connection tries them in turn (pick_first) and moves on when one stops
 // answering.
-func dialBroker(c config) (*grpc.ClientConn, error) {
+func dialBroker(c config, extra ...grpc.DialOption) (*grpc.ClientConn, error) {
 	creds, err := brokerCreds(c)
 	if err != nil {
 		return nil, err
 	}
 	// otelgrpc carries the trace context of a waiting ADD to the broker
 	// (the global providers main installed).
-	opts := append(brokerlink.DialOptions(), grpc.WithTransportCredentials(creds),
+	opts := append(append(brokerlink.DialOptions(), extra...), grpc.WithTransportCredentials(creds),
 		grpc.WithStatsHandler(otelgrpc.NewClientHandler()))
 	target := c.brokers[0]
 	if len(c.brokers) > 1 {
@@ -44,6 +48,30 @@ func dialBroker(c config) (*grpc.ClientConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("broker connection: %w", err)
 	}
+	return conn, nil
+}
+
+// connectBroker dials the brokers with the node's credential: over TLS
+// without a client certificate, the agent attests (agent/attest) and its
+// calls carry the node token; with --broker-cert the certificate speaks
+// for the node.
+func connectBroker(c config, md identity.DynamicAPI, log *slog.Logger) (*grpc.ClientConn, error) {
+	if c.brokerCA == "" || c.brokerCert != "" {
+		return dialBroker(c)
+	}
+	key, err := attest.LoadOrCreateKey(c.nodeKey)
+	if err != nil {
+		return nil, fmt.Errorf("--node-key: %w", err)
+	}
+	creds, err := attest.New(attest.Config{IMDS: md, Key: key, Logger: log.With("component", "attest")})
+	if err != nil {
+		return nil, err
+	}
+	conn, err := dialBroker(c, creds.DialOptions()...)
+	if err != nil {
+		return nil, err
+	}
+	creds.Bind(allotv1.NewAuthServiceClient(conn))
 	return conn, nil
 }
 

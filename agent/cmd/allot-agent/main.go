@@ -69,7 +69,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		return fmt.Errorf("open host network: %w", err)
 	}
 	defer netw.Close()
-	conn, err := dialBroker(cfg)
+	conn, err := connectBroker(cfg, imds, log)
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,9 @@ type secure struct {
 	ca  *devca.CA
 	sim *awssim.Sim
 	dir string
+	// keys are the node keys by instance: a node attests with the same key
+	// every time, as an agent with its key on the host does.
+	keys map[string]ed25519.PrivateKey
 }
 
 func newSecure(t *testing.T, sim *awssim.Sim) *secure {
@@ -32,7 +35,7 @@ func newSecure(t *testing.T, sim *awssim.Sim) *secure {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &secure{ca: ca, sim: sim, dir: t.TempDir()}
+	return &secure{ca: ca, sim: sim, dir: t.TempDir(), keys: map[string]ed25519.PrivateKey{}}
 }
 
 // args are the broker's flags: its server certificate, the client CA and
@@ -102,7 +105,11 @@ func (s *secure) node(t *testing.T, p *proc, id string) *grpc.ClientConn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	key, ok := s.keys[id]
+	if !ok {
+		_, key, _ = ed25519.GenerateKey(rand.Reader)
+		s.keys[id] = key
+	}
 	creds, err := attest.New(attest.Config{IMDS: md, Key: key})
 	if err != nil {
 		t.Fatal(err)

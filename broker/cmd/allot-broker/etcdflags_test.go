@@ -8,7 +8,10 @@ import (
 
 func TestEmbeddedEtcdFlags(t *testing.T) {
 	const three = "broker-0=http://broker-0.peers:2380,broker-1=http://broker-1.peers:2380,broker-2=http://broker-2.peers:2380"
-	c, err := parseFlags([]string{"--name=broker-1", "--etcd-initial-cluster=" + three, "--etcd-client-url=http://127.0.0.1:2379"}, io.Discard)
+	// The insecure flag only lets these parse without TLS files; TLS is not
+	// what they are about.
+	const plain = "--" + insecureFlag
+	c, err := parseFlags([]string{"--name=broker-1", "--etcd-initial-cluster=" + three, "--etcd-client-url=http://127.0.0.1:2379", plain}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -16,11 +19,11 @@ func TestEmbeddedEtcdFlags(t *testing.T) {
 		t.Fatalf("embedded etcd config %+v: want member broker-1 of a new cluster", c.etcd)
 	}
 	c, err = parseFlags([]string{"--name=x", "--etcd-name=broker-2", "--etcd-initial-cluster=" + three,
-		"--etcd-peer-url=http://broker-2.peers:2380", "--etcd-initial-cluster-state=existing"}, io.Discard)
+		"--etcd-peer-url=http://broker-2.peers:2380", "--etcd-initial-cluster-state=existing", plain}, io.Discard)
 	if err != nil || c.etcd.name != "broker-2" || c.etcd.clusterState != "existing" {
 		t.Fatalf("explicit member: %+v, %v", c.etcd, err)
 	}
-	if c, err = parseFlags([]string{"--name=solo"}, io.Discard); err != nil || c.etcd.clustered() || c.etcd.name != "solo" {
+	if c, err = parseFlags([]string{"--name=solo", plain}, io.Discard); err != nil || c.etcd.clustered() || c.etcd.name != "solo" {
 		t.Fatalf("default: %+v, %v; want a member alone named after the replica", c.etcd, err)
 	}
 

@@ -106,7 +106,8 @@ func TestFollowSnapshotThenChanges(t *testing.T) {
 		{RecordENI, "eni-2", false}, {RecordSubnet, "subnet-1", false},
 		{RecordUsage, "i-1", false},
 		{RecordStatus, "i-1", false},
-		{RecordNode, "i-1", true}, {RecordStatus, "i-1", true}, // DeleteNode
+		// DeleteNode, which removes the node's usage too.
+		{RecordNode, "i-1", true}, {RecordStatus, "i-1", true}, {RecordUsage, "i-1", true},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("changes %v, want %v", got, want)

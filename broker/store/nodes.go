@@ -51,8 +51,10 @@ func (s *Store) ListNodes(ctx context.Context) ([]Node, error) {
 }
 
 // DeleteNode removes the node's registration, its demand (so the planner
-// stops serving it), its alive key and its status. Its ENIs, usage and
-// releases stay: taking addresses back is the reconciler's job, through
+// stops serving it), its alive key, its status and its usage report, so an
+// instance that comes back starts from a clean record (a stale report with
+// a huge sequence number would otherwise hide every later one). Its ENIs
+// and releases stay: taking addresses back is the reconciler's job, through
 // recorded evidence.
 func (s *Store) DeleteNode(ctx context.Context, id string) error {
 	if err := checkID("node", id); err != nil {
@@ -71,6 +73,7 @@ func (s *Store) DeleteNode(ctx context.Context, id string) error {
 		v.del(s.key(kindDemand, id))
 		v.del(s.key(kindAlive, id))
 		v.del(s.key(kindStatus, id))
+		v.del(s.key(kindUsage, id))
 		return nil
 	})
 	return err
@@ -140,10 +143,25 @@ func (s *Store) PutUsage(ctx context.Context, u Usage) (bool, error) {
 		if ok && u.Seq <= cur.Seq {
 			return nil
 		}
+		if ok && u.Seq-cur.Seq > seqWindow(cur.UpdatedAt, u.UpdatedAt) {
+			return fmt.Errorf("usage of %s: seq jumps from %d to %d, more than an agent reports in %s: %w",
+				u.InstanceID, cur.Seq, u.Seq, u.UpdatedAt.Sub(cur.UpdatedAt).Round(time.Second), rpcerr.ErrInvalid)
+		}
 		applied = true
 		return v.put(key, &u)
 	})
 	return applied && err == nil, err
+}
+
+// seqWindow is how far a usage report's seq may run ahead of the recorded
+// one: an agent numbers its reports one by one, at most a few a second, so
+// a jump beyond what the time between them allows (plus slack for a
+// restart from a checkpoint) is not an honest report. Refusing it keeps a
+// single report with seq 2^64-1 from hiding every later one.
+func seqWindow(prev, now time.Time) uint64 {
+	const slack, perSecond = 1 << 16, 100
+	secs := max(now.Sub(prev).Seconds(), 0)
+	return slack + uint64(secs*perSecond)
 }
 
 // checkUsage rejects reports with unparsable addresses or an address both

@@ -2,6 +2,7 @@ package store
 
 import (
 	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
+	"math"
 	"testing"
 	"time"
 )
@@ -167,5 +168,37 @@ func TestKeepAliveLease(t *testing.T) {
 	}
 	if alive, _ = s.Alive(ctx); !alive["i-1"] {
 		t.Fatal("i-1 not alive after keepalive following expiry")
+	}
+}
+
+// TestUsageSeqCannotBePoisoned: a report whose seq jumps past what an agent
+// could have sent since the last one is refused and changes nothing, so a
+// report with seq 2^64-1 cannot hide every later one; deleting the node
+// removes its usage, so an instance that comes back starts afresh.
+func TestUsageSeqCannotBePoisoned(t *testing.T) {
+	s := newStore(t)
+	ctx := ctxT(t)
+	mustNode(t, s, "i-1")
+	now := time.Now().UTC()
+	if _, err := s.PutUsage(ctx, Usage{InstanceID: "i-1", Seq: 3, Assigned: []string{"10.0.0.9"}, UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.PutUsage(ctx, Usage{InstanceID: "i-1", Seq: math.MaxUint64, Free: []string{"10.0.0.9"}, UpdatedAt: now.Add(time.Second)})
+	wantErr(t, err, rpcerr.ErrInvalid)
+	if applied, err := s.PutUsage(ctx, Usage{InstanceID: "i-1", Seq: 4, Assigned: []string{"10.0.0.9"}, UpdatedAt: now.Add(2 * time.Second)}); err != nil || !applied {
+		t.Fatalf("the next honest report: applied %v, %v", applied, err)
+	}
+	// A day of reports later, a long jump is honest.
+	if applied, err := s.PutUsage(ctx, Usage{InstanceID: "i-1", Seq: 4 + 86400, UpdatedAt: now.Add(24 * time.Hour)}); err != nil || !applied {
+		t.Fatalf("a day later: applied %v, %v", applied, err)
+	}
+	if err := s.DeleteNode(ctx, "i-1"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.GetUsage(ctx, "i-1")
+	wantErr(t, err, rpcerr.ErrNotFound)
+	mustNode(t, s, "i-1")
+	if applied, err := s.PutUsage(ctx, Usage{InstanceID: "i-1", Seq: 1}); err != nil || !applied {
+		t.Fatalf("after re-registration, seq 1: applied %v, %v", applied, err)
 	}
 }

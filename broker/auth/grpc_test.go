@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/allotnet/allot/agent/attest"
+	"github.com/allotnet/allot/agent/attestation"
 	"github.com/allotnet/allot/agent/identity"
 	"github.com/allotnet/allot/awssim"
 	"github.com/allotnet/allot/awssim/scenario"
@@ -188,7 +188,7 @@ func (e *env) dial(t *testing.T, cert *devca.Leaf, opts ...grpc.DialOption) *grp
 
 // node connects as the agent on instance id does: its own node key, its
 // IMDS, attestation through the connection.
-func (e *env) node(t *testing.T, id string) (*grpc.ClientConn, *attest.Credentials) {
+func (e *env) node(t *testing.T, id string) (*grpc.ClientConn, *attestation.Credentials) {
 	t.Helper()
 	url, err := e.sim.IMDSEndpoint(id)
 	if err != nil {
@@ -199,7 +199,7 @@ func (e *env) node(t *testing.T, id string) (*grpc.ClientConn, *attest.Credentia
 		t.Fatal(err)
 	}
 	_, key, _ := ed25519.GenerateKey(rand.Reader)
-	creds, err := attest.New(attest.Config{IMDS: md, Key: key})
+	creds, err := attestation.New(attestation.Config{IMDS: md, Key: key})
 	if err != nil {
 		t.Fatal(err)
 	}

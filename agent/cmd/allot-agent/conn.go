@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
 
-	"github.com/allotnet/allot/agent/attest"
+	"github.com/allotnet/allot/agent/attestation"
 	"github.com/allotnet/allot/agent/brokerlink"
 	"github.com/allotnet/allot/agent/identity"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
@@ -59,11 +59,11 @@ func connectBroker(c config, md identity.DynamicAPI, log *slog.Logger) (*grpc.Cl
 	if c.brokerCA == "" || c.brokerCert != "" {
 		return dialBroker(c)
 	}
-	key, err := attest.LoadOrCreateKey(c.nodeKey)
+	key, err := attestation.LoadOrCreateKey(c.nodeKey)
 	if err != nil {
 		return nil, fmt.Errorf("--node-key: %w", err)
 	}
-	creds, err := attest.New(attest.Config{IMDS: md, Key: key, Logger: log.With("component", "attest")})
+	creds, err := attestation.New(attestation.Config{IMDS: md, Key: key, Logger: log.With("component", "attest")})
 	if err != nil {
 		return nil, err
 	}

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/allotnet/allot/agent/attest"
+	"github.com/allotnet/allot/agent/attestation"
 	"github.com/allotnet/allot/agent/identity"
 	"github.com/allotnet/allot/awssim"
 	"github.com/allotnet/allot/broker/auth"
@@ -110,7 +110,7 @@ func (s *secure) node(t *testing.T, p *proc, id string) *grpc.ClientConn {
 		_, key, _ = ed25519.GenerateKey(rand.Reader)
 		s.keys[id] = key
 	}
-	creds, err := attest.New(attest.Config{IMDS: md, Key: key})
+	creds, err := attestation.New(attestation.Config{IMDS: md, Key: key})
 	if err != nil {
 		t.Fatal(err)
 	}

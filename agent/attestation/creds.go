@@ -1,9 +1,9 @@
-// Package attest gives the agent's broker connection its credential: it
+// Package attestation gives the agent's broker connection its credential: it
 // proves the node's instance to the broker with the signed instance
 // identity document from IMDS and the node's own key (AuthService), and
 // puts the node token it gets on every NodeService call, attesting again
 // before the token expires or when the broker refuses it.
-package attest
+package attestation
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package attest
+package attestation
 
 import (
 	"crypto/ed25519"

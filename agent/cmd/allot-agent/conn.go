@@ -52,7 +52,7 @@ func dialBroker(c config, extra ...grpc.DialOption) (*grpc.ClientConn, error) {
 }
 
 // connectBroker dials the brokers with the node's credential: over TLS
-// without a client certificate, the agent attests (agent/attest) and its
+// without a client certificate, the agent attests (agent/attestation) and its
 // calls carry the node token; with --broker-cert the certificate speaks
 // for the node.
 func connectBroker(c config, md identity.DynamicAPI, log *slog.Logger) (*grpc.ClientConn, error) {

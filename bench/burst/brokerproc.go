@@ -17,6 +17,7 @@ import (
 
 	"github.com/allotnet/allot/bench/lowerbound"
 	"github.com/allotnet/allot/broker/brokerd"
+	"github.com/allotnet/allot/broker/clock"
 	"github.com/allotnet/allot/broker/executor"
 	"github.com/allotnet/allot/broker/planner"
 )
@@ -112,11 +113,15 @@ func StartBroker(ctx context.Context, cfg BrokerConfig) (*Broker, error) {
 	if cfg.TimeScale <= 0 {
 		cfg.TimeScale = 1
 	}
+	simClock, err := clock.Scaled(cfg.TimeScale)
+	if err != nil {
+		return nil, fmt.Errorf("bench broker: %w", err)
+	}
 	b, err := brokerd.New(ctx, brokerd.Config{
 		Name: "bench-broker", Cluster: Cluster, Listen: "127.0.0.1:0",
 		Etcd:         brokerd.EtcdConfig{DataDir: filepath.Join(cfg.DataDir, "etcd"), UnsafeNoFsync: !cfg.Fsync},
 		EC2:          brokerd.EC2Config{Endpoint: cfg.EC2Endpoint, BucketShare: cfg.Share},
-		TimeScale:    cfg.TimeScale,
+		Clock:        simClock,
 		NoReconciler: !cfg.Reconciler,
 		Logger:       cfg.Logger,
 	})

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/grpc"
 
+	"github.com/allotnet/allot/broker/clock"
 	"github.com/allotnet/allot/broker/executor"
 )
 
@@ -31,15 +32,15 @@ type Config struct {
 	Etcd EtcdConfig
 	EC2  EC2Config
 
-	// TimeScale is simulated seconds per real second, for a broker run
-	// against a simulated EC2 whose clock runs faster: the EC2 token
-	// buckets and every timer of the engine and the reconciler run that
-	// much faster. Default 1 (real EC2).
-	TimeScale float64
+	// Clock is the broker's time: the wall clock (the zero Clock), or for
+	// a broker run against a simulated EC2 whose time runs faster, that
+	// faster clock; the EC2 token buckets and every timer of the engine
+	// and the reconciler run on it.
+	Clock clock.Clock
 
-	// Engine tunes the leader's engine (executor). Cluster, Store, EC2 and
-	// Logger are set by the broker. Its timers are in simulated time: set
-	// or left to their defaults, they are divided by TimeScale.
+	// Engine tunes the leader's engine (executor). Cluster, Store, EC2,
+	// Logger and Clock are set by the broker; its timers are in Clock's
+	// time.
 	Engine executor.Config
 	// NoReconciler leaves the reconciler off on the leader; for tests that
 	// want only the engine's EC2 calls.
@@ -136,8 +137,6 @@ func (c *Config) defaults() error {
 		return errors.New("brokerd: cluster name is required")
 	case c.EC2.BucketShare < 0 || c.EC2.BucketShare > 1:
 		return fmt.Errorf("brokerd: bucket share %g: want a fraction in (0, 1]", c.EC2.BucketShare)
-	case c.TimeScale < 0:
-		return fmt.Errorf("brokerd: time scale %g: want a positive number", c.TimeScale)
 	case len(c.Etcd.Endpoints) == 0 && c.Etcd.Client == nil && c.Etcd.DataDir == "":
 		return errors.New("brokerd: etcd endpoints, a client or a data directory is required")
 	}
@@ -150,9 +149,6 @@ func (c *Config) defaults() error {
 	if c.EC2.BucketShare == 0 {
 		c.EC2.BucketShare = 0.5
 	}
-	if c.TimeScale == 0 {
-		c.TimeScale = 1
-	}
 	if c.ElectionTTL <= 0 {
 		c.ElectionTTL = 10 * time.Second
 	}
@@ -163,9 +159,4 @@ func (c *Config) defaults() error {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return nil
-}
-
-// scaled is d of simulated time in real time.
-func (c *Config) scaled(d time.Duration) time.Duration {
-	return time.Duration(float64(d) / c.TimeScale)
 }

@@ -2,7 +2,6 @@ package brokerd
 
 import (
 	"context"
-	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -16,14 +15,8 @@ import (
 // other is stopped too and the replica resigns, so a standby takes over.
 func (b *Broker) lead(ctx context.Context) error {
 	ec := b.cfg.Engine
-	ec.Cluster, ec.Store, ec.EC2, ec.Logger = b.cfg.Cluster, b.st, b.ec2, b.log
-	for _, d := range []*time.Duration{
-		&ec.Interval, &ec.Gather, &ec.WarmGather, &ec.GatherMax, &ec.Lookahead,
-		&ec.FailureBackoff, &ec.ReleaseAfter, &ec.ReleaseTimeout,
-	} {
-		*d = b.cfg.scaled(*d)
-	}
-	eng := executor.New(ec.WithTimeScale(b.cfg.TimeScale))
+	ec.Cluster, ec.Store, ec.EC2, ec.Logger, ec.Clock = b.cfg.Cluster, b.st, b.ec2, b.log, b.cfg.Clock
+	eng := executor.New(ec)
 	b.mu.Lock()
 	b.eng = eng
 	b.mu.Unlock()
@@ -32,8 +25,7 @@ func (b *Broker) lead(ctx context.Context) error {
 	g.Go(func() error { return eng.Run(gctx) })
 	if !b.cfg.NoReconciler {
 		rec := reconciler.New(reconciler.Config{
-			Cluster: b.cfg.Cluster, Store: b.st, EC2: b.ec2, Logger: b.log,
-			Interval: b.cfg.scaled(time.Minute), Grace: b.cfg.scaled(time.Minute),
+			Cluster: b.cfg.Cluster, Store: b.st, EC2: b.ec2, Logger: b.log, Clock: b.cfg.Clock,
 		})
 		g.Go(func() error { return rec.Run(gctx) })
 	}

@@ -40,7 +40,7 @@ func (e *Engine) createAttach(ctx context.Context, rs *runState, a planner.Actio
 		e.fail(ctx, in, err)
 		return fmt.Errorf("create ENI for %s in %s: %w", a.InstanceID, a.SubnetID, err)
 	}
-	now := e.cfg.Now()
+	now := e.cfg.Clock.Now()
 	rec := eniRecord(info, a.InstanceID, a.DeviceIndex, id, now)
 	if err := e.st.CompleteCreate(ctx, in.ID, rec); err != nil {
 		return fmt.Errorf("record created ENI %s: %w", info.ID, err)
@@ -220,7 +220,7 @@ func (e *Engine) deleteDetached(ctx context.Context, rs *runState, eni store.ENI
 
 // assign carries out an Assign action: one AssignPrivateIpAddresses.
 func (e *Engine) assign(ctx context.Context, rs *runState, a planner.Action, eni store.ENI, begun func()) error {
-	now := e.cfg.Now()
+	now := e.cfg.Clock.Now()
 	prefix := a.Mode == planner.Prefix
 	in, err := e.begin(ctx, rs, store.Intent{
 		Kind: store.IntentAssign, InstanceID: a.InstanceID, ENIID: a.ENIID, SubnetID: a.SubnetID,

@@ -14,10 +14,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/allotnet/allot/broker/clock"
 	"github.com/allotnet/allot/broker/instances"
 )
 
-// Config is everything the engine needs; main builds it.
+// Config is everything the engine needs; main builds it. Its timers are in
+// Clock's time.
 type Config struct {
 	// Cluster is the cluster name written into every ENI's tags.
 	Cluster string
@@ -62,8 +64,9 @@ type Config struct {
 	// this long. Default 5m.
 	ReleaseTimeout time.Duration
 
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+	// Clock is the time the timers above are in: the wall clock (the zero
+	// Clock), or a simulated EC2's faster one.
+	Clock clock.Clock
 }
 
 // Fixed timings of the engine's own upkeep, not the user's to tune.
@@ -118,14 +121,16 @@ func (c *Config) defaults() {
 	if c.ReleaseTimeout <= 0 {
 		c.ReleaseTimeout = DefaultReleaseTimeout
 	}
-	if c.Now == nil {
-		c.Now = time.Now
+	for _, d := range []*time.Duration{
+		&c.Interval, &c.Gather, &c.WarmGather, &c.GatherMax, &c.Lookahead,
+		&c.FailureBackoff, &c.ReleaseAfter, &c.ReleaseTimeout,
+	} {
+		*d = c.Clock.Wall(*d)
 	}
-
 }
 
-// Defaults of the Config fields that are timers of the engine's own, the
-// ones WithTimeScale speeds up.
+// Defaults of the Config fields that are timers of the engine's own, in the
+// clock's time.
 const (
 	DefaultInterval       = 2 * time.Second
 	DefaultGather         = time.Second
@@ -137,30 +142,12 @@ const (
 	DefaultReleaseTimeout = 5 * time.Minute
 )
 
-// WithTimeScale returns c for a simulation whose clock (awssim's, and its
-// token buckets) runs timeScale times faster than the wall clock: every
-// engine timer left zero — Interval, Gather, WarmGather, GatherMax,
-// Lookahead, FailureBackoff, ReleaseAfter, ReleaseTimeout — is set to its
-// default divided by timeScale. Timers already set are kept as given, in
-// the caller's time. The engine's fixed upkeep timings (a wait for the
-// CPU's sake, record keeping) are not timers of this kind.
-func (c Config) WithTimeScale(timeScale float64) Config {
-	if timeScale <= 0 {
-		timeScale = 1
-	}
-	scaled := func(f *time.Duration, def time.Duration) {
-		if *f <= 0 {
-			*f = time.Duration(float64(def) / timeScale)
-		}
-	}
-	scaled(&c.Interval, DefaultInterval)
-	scaled(&c.Gather, DefaultGather)
-	scaled(&c.WarmGather, DefaultWarmGather)
-	scaled(&c.GatherMax, DefaultGatherMax)
-	scaled(&c.Lookahead, DefaultLookahead)
-	scaled(&c.FailureBackoff, DefaultFailureBackoff)
-	scaled(&c.ReleaseAfter, DefaultReleaseAfter)
-	scaled(&c.ReleaseTimeout, DefaultReleaseTimeout)
+// Timers returns c with every timer set: the defaults for those left zero,
+// and all of them converted from the clock's time to the wall clock's (the
+// engine runs on the latter). The engine's fixed upkeep timings (a wait
+// for the CPU's sake, record keeping) are wall-clock times of their own.
+func (c Config) Timers() Config {
+	c.defaults()
 	return c
 }
 
@@ -228,7 +215,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	defer tick.Stop()
 	var pruned time.Time
 	for ctx.Err() == nil {
-		if now := e.cfg.Now(); now.Sub(pruned) > retain/10 {
+		if now := e.cfg.Clock.Now(); now.Sub(pruned) > retain/10 {
 			pruned = now
 			e.prune(ctx, now)
 		}

@@ -19,7 +19,7 @@ import (
 // leader (or this one before a restart) left open: each is completed or
 // failed according to what EC2 shows.
 func (e *Engine) resolveAll(ctx context.Context, rs *runState) error {
-	now := e.cfg.Now()
+	now := e.cfg.Clock.Now()
 	open, err := e.st.ListOpenIntents(ctx)
 	if err != nil {
 		return fmt.Errorf("list open intents: %w", err)
@@ -186,7 +186,7 @@ func (e *Engine) resolveCreate(ctx context.Context, rs *runState, in store.Inten
 	switch {
 	case len(infos) > 0:
 		x = infos[0]
-	case e.cfg.Now().Sub(in.CreatedAt) > replayCreateWithin:
+	case e.cfg.Clock.Now().Sub(in.CreatedAt) > replayCreateWithin:
 		return e.st.FailIntent(ctx, in.ID, errors.New("no ENI carries the intent's client token: the create did not happen"))
 	default:
 		n, err := e.st.GetNode(ctx, in.InstanceID)

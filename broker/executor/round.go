@@ -28,7 +28,7 @@ func (e *Engine) round(ctx context.Context, rs *runState) error {
 	// Read before the snapshot: an action begun after this read is counted
 	// here or in the snapshot's reservations, maybe both, never neither.
 	queued := e.queuedCost(rs)
-	now := e.cfg.Now()
+	now := e.cfg.Clock.Now()
 	full := now.Sub(rs.intentsRead) >= e.cfg.Interval
 	snap, err := e.load(ctx, full)
 	if err != nil {
@@ -50,7 +50,7 @@ func (e *Engine) round(ctx context.Context, rs *runState) error {
 			return err
 		}
 	}
-	now = e.cfg.Now()
+	now = e.cfg.Clock.Now()
 	free := func(node string) bool { return !busyBefore[node] && e.idle(rs, node, now) }
 	held := e.upkeep(ctx, rs, snap, free, now)
 	e.plan(rs, snap, queued, func(n string) bool { return free(n) && !held[n] }, now)

@@ -104,7 +104,7 @@ func (e *Engine) work(ctx context.Context, rs *runState) {
 		}
 		e.count(func(s *Stats) { s.Started[t.kind]++ })
 		err := t.fn(ctx)
-		now := e.cfg.Now()
+		now := e.cfg.Clock.Now()
 		e.mu.Lock()
 		switch {
 		case ctx.Err() != nil:

@@ -68,7 +68,7 @@ func (e *Engine) publishUnmet(ctx context.Context, rs *runState, snap *snapshot)
 		unmet[k] = v
 	}
 	e.mu.Unlock()
-	now := e.cfg.Now()
+	now := e.cfg.Clock.Now()
 	for id := range rs.published {
 		if _, ok := snap.node[id]; !ok {
 			delete(rs.published, id) // deleted nodes take their status along

@@ -38,7 +38,7 @@ type observation struct {
 // the records name that EC2 did not list.
 func (r *Reconciler) observe(ctx context.Context) (*observation, error) {
 	o := &observation{
-		at: r.cfg.Now(), cluster: r.cfg.Cluster,
+		at: r.cfg.Clock.Now(), cluster: r.cfg.Cluster,
 		tagged: map[string]ec2client.ENIInfo{}, described: map[string]ec2client.ENIInfo{},
 		instances: map[string]ec2client.InstanceInfo{}, subnetsEC: map[string]ec2client.SubnetInfo{},
 		records: map[string]store.ENI{}, claimed: map[string]bool{}, tokens: map[string]bool{},

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/allotnet/allot/broker/clock"
 	"github.com/allotnet/allot/broker/ec2client"
 	"github.com/allotnet/allot/broker/store"
 	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
@@ -66,8 +67,9 @@ type Config struct {
 	Grace time.Duration
 	// DryRun reports and repairs nothing.
 	DryRun bool
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+	// Clock is the time Interval and Grace are in: the wall clock (the
+	// zero Clock), or a simulated EC2's faster one.
+	Clock clock.Clock
 }
 
 // Reconciler runs passes on the leader.
@@ -118,9 +120,7 @@ func New(cfg Config) *Reconciler {
 	if cfg.Grace <= 0 {
 		cfg.Grace = time.Minute
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Interval, cfg.Grace = cfg.Clock.Wall(cfg.Interval), cfg.Clock.Wall(cfg.Grace)
 	return &Reconciler{
 		cfg:     cfg,
 		log:     cfg.Logger.With("component", "reconciler"),

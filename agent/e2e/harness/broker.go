@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/allotnet/allot/broker/brokerd"
+	"github.com/allotnet/allot/broker/clock"
 	"github.com/allotnet/allot/broker/etcdembed/etcdembedtest"
 	"github.com/allotnet/allot/broker/executor"
 	"github.com/allotnet/allot/broker/store"
@@ -32,13 +33,17 @@ func StartBroker(t testing.TB, c *Cloud, log *slog.Logger) *Broker {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	simClock, err := clock.Scaled(c.TimeScale)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b, err := brokerd.New(ctx, brokerd.Config{
 		Name: "broker-e2e", Cluster: Cluster, Listen: "127.0.0.1:0",
-		Etcd:      brokerd.EtcdConfig{Client: etcdembedtest.Start(t)},
-		EC2:       brokerd.EC2Config{Endpoint: c.Sim.EC2Endpoint(), BucketShare: 0.5},
-		TimeScale: c.TimeScale,
-		// Engine timers are in simulated time: a 50 ms real interval.
+		Etcd:  brokerd.EtcdConfig{Client: etcdembedtest.Start(t)},
+		EC2:   brokerd.EC2Config{Endpoint: c.Sim.EC2Endpoint(), BucketShare: 0.5},
+		Clock: simClock,
+		// Engine timers are in the simulation's time: a 50 ms real interval.
 		Engine: executor.Config{
 			Interval: time.Duration(float64(50*time.Millisecond) * c.TimeScale),
 			// Releases of surplus addresses are not what these tests

@@ -27,6 +27,7 @@ import (
 
 	"github.com/allotnet/allot/broker/auth"
 	"github.com/allotnet/allot/broker/brokerd"
+	"github.com/allotnet/allot/broker/clock"
 	"github.com/allotnet/allot/broker/executor"
 	"github.com/allotnet/allot/internal/buildinfo"
 	"github.com/allotnet/allot/internal/logfmt"
@@ -96,7 +97,6 @@ func brokerConfig(ctx context.Context, cfg config, log *slog.Logger) (brokerd.Co
 		EC2: brokerd.EC2Config{
 			Region: cfg.ec2Region, Endpoint: cfg.ec2Endpoint, BucketShare: cfg.bucketShare,
 		},
-		TimeScale:       cfg.timeScale,
 		Engine:          executor.Config{Gather: cfg.gather, GatherMax: cfg.gatherMax},
 		ElectionTTL:     cfg.electionTTL,
 		NodeTTL:         cfg.nodeTTL,
@@ -104,6 +104,9 @@ func brokerConfig(ctx context.Context, cfg config, log *slog.Logger) (brokerd.Co
 		Logger:          log,
 	}
 	var err error
+	if bc.Clock, err = clock.Scaled(cfg.timeScale); err != nil {
+		return bc, fmt.Errorf("--time-scale: %w", err)
+	}
 	if bc.Etcd.TLS, err = etcdTLS(cfg); err != nil {
 		return bc, err
 	}

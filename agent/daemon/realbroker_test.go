@@ -3,8 +3,6 @@ package daemon
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"net"
 	"testing"
 	"time"
 
@@ -14,63 +12,51 @@ import (
 	"github.com/allotnet/allot/agent/brokerlink/brokertest"
 	"github.com/allotnet/allot/agent/hostnet/hostnettest"
 	"github.com/allotnet/allot/agent/pool"
-	"github.com/allotnet/allot/broker/ec2client"
+	"github.com/allotnet/allot/broker/brokerd"
 	"github.com/allotnet/allot/broker/etcdembed/etcdembedtest"
 	"github.com/allotnet/allot/broker/executor"
-	"github.com/allotnet/allot/broker/ratelimit"
-	"github.com/allotnet/allot/broker/server"
-	"github.com/allotnet/allot/broker/store"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 
-// realBroker runs the broker's pieces in-process over the env's awssim:
-// embedded etcd, the store, the engine calling awssim through the SDK, and
-// the gRPC server. It returns a NodeService client. opts adjust the
+// realBroker runs the broker in-process, assembled as allot-broker
+// assembles it (brokerd), over the env's awssim: embedded etcd, the store,
+// the engine calling awssim through the SDK, and the gRPC server; the
+// reconciler stays off. It returns a NodeService client. opts adjust the
 // engine's configuration.
 func (e *env) realBroker(opts ...func(*executor.Config)) allotv1.NodeServiceClient {
 	t := e.t
 	t.Helper()
-	log := slog.New(slog.DiscardHandler)
-	st, err := store.Open(etcdembedtest.Start(t), "agent-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ec2c, err := ec2client.New(context.Background(), ec2client.Config{
-		Region: "us-east-1", Endpoint: e.sim.EC2Endpoint(), Limiter: ratelimit.New(ratelimit.Config{Share: 1}), Logger: log,
-	})
-	if err != nil {
-		t.Fatal(err)
+	ecfg := executor.Config{Interval: 100 * time.Millisecond}
+	for _, o := range opts {
+		o(&ecfg)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	engDone := make(chan struct{})
+	b, err := brokerd.New(ctx, brokerd.Config{
+		Name: "agent-test", Cluster: "agent-test", Listen: "127.0.0.1:0",
+		Etcd:         brokerd.EtcdConfig{Client: etcdembedtest.Start(t)},
+		EC2:          brokerd.EC2Config{Endpoint: e.sim.EC2Endpoint(), BucketShare: 1},
+		Engine:       ecfg,
+		NoReconciler: true,
+		Coalesce:     5 * time.Millisecond,
+	})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
 	go func() {
-		defer close(engDone)
-		cfg := executor.Config{Cluster: "agent-test", Store: st, EC2: ec2c, Logger: log, Interval: 100 * time.Millisecond}
-		for _, o := range opts {
-			o(&cfg)
-		}
-		_ = executor.New(cfg).Run(ctx)
+		defer close(done)
+		_ = b.Run(ctx)
 	}()
-	srv, err := server.New(server.Config{Store: st, Logger: log, Coalesce: 5 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(lis) }()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(b.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		_ = conn.Close()
-		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer scancel()
-		srv.Stop(sctx)
 		cancel()
-		<-engDone
+		<-done
+		b.Close()
 	})
 	return allotv1.NewNodeServiceClient(conn)
 }

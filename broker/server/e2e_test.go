@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
-	"net"
 	"os/exec"
 	"path/filepath"
 	"sync"
@@ -15,12 +13,11 @@ import (
 	"github.com/allotnet/allot/awssim"
 	"github.com/allotnet/allot/awssim/scenario"
 	"github.com/allotnet/allot/awssim/world"
+	"github.com/allotnet/allot/broker/brokerd"
+	"github.com/allotnet/allot/broker/clock"
 	"github.com/allotnet/allot/broker/ec2client"
 	"github.com/allotnet/allot/broker/etcdembed/etcdembedtest"
 	"github.com/allotnet/allot/broker/executor"
-	"github.com/allotnet/allot/broker/leader"
-	"github.com/allotnet/allot/broker/ratelimit"
-	"github.com/allotnet/allot/broker/server"
 	"github.com/allotnet/allot/broker/store"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -35,8 +32,8 @@ const (
 	e2eScale   = 10 // awssim and the broker's limiter run 10x faster
 )
 
-// broker is the broker's pieces, in-process: etcd, store, an elector
-// running the engine, the gRPC server.
+// broker is the broker in-process, assembled as allot-broker assembles it
+// (brokerd): etcd, store, an elector running the engine, the gRPC server.
 type broker struct {
 	st   *store.Store
 	ec2c *ec2client.Client
@@ -45,49 +42,37 @@ type broker struct {
 
 func startBroker(t *testing.T, sim *awssim.Sim) *broker {
 	t.Helper()
-	log := slog.New(slog.DiscardHandler)
-	cli := etcdembedtest.Start(t)
-	st, err := store.Open(cli, e2eCluster)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ec2c, err := ec2client.New(context.Background(), ec2client.Config{
-		Region: "us-east-1", Endpoint: sim.EC2Endpoint(),
-		Limiter: ratelimit.New(ratelimit.Config{Share: 0.5, TimeScale: e2eScale}), Logger: log,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	el, err := leader.New(leader.Config{Client: cli, Prefix: st.Prefix(), Name: "broker-e2e", TTL: 5 * time.Second, Logger: log})
+	simClock, err := clock.Scaled(e2eScale)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	elDone := make(chan struct{})
-	go func() {
-		defer close(elDone)
-		_ = el.Run(ctx, func(ctx context.Context) error {
-			return executor.New(executor.Config{Cluster: e2eCluster, Store: st, EC2: ec2c, Logger: log,
-				Interval: 200 * time.Millisecond}).Run(ctx)
-		})
-	}()
-	srv, err := server.New(server.Config{Store: st, Leader: el, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(func() {
-		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer scancel()
-		srv.Stop(sctx)
-		cancel()
-		<-elDone
+	b, err := brokerd.New(ctx, brokerd.Config{
+		Name: "broker-e2e", Cluster: e2eCluster, Listen: "127.0.0.1:0",
+		Etcd:  brokerd.EtcdConfig{Client: etcdembedtest.Start(t)},
+		EC2:   brokerd.EC2Config{Endpoint: sim.EC2Endpoint(), BucketShare: 0.5},
+		Clock: simClock,
+		// A 200 ms interval on the wall clock; the other timers run at
+		// their defaults on the simulation's clock.
+		Engine:       executor.Config{Interval: 200 * time.Millisecond * e2eScale},
+		NoReconciler: true,
+		ElectionTTL:  5 * time.Second,
 	})
-	return &broker{st: st, ec2c: ec2c, addr: lis.Addr().String()}
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = b.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		b.Close()
+	})
+	return &broker{st: b.Store(), ec2c: b.EC2(), addr: b.Addr()}
 }
 
 // agent is a fake node agent: it registers, states its demand, waits on

@@ -2,10 +2,16 @@ package harness
 
 import (
 	"context"
+	"crypto/tls"
 	"log/slog"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/allotnet/allot/broker/auth"
+	"github.com/allotnet/allot/broker/auth/devca"
 	"github.com/allotnet/allot/broker/brokerd"
 	"github.com/allotnet/allot/broker/clock"
 	"github.com/allotnet/allot/broker/etcdembed/etcdembedtest"
@@ -22,6 +28,10 @@ type Broker struct {
 	Store *store.Store
 	// Addr is the gRPC address agents dial.
 	Addr string
+	// CAFile is the CA that signed the broker's certificate: agents verify
+	// the broker with it and attest (TLS and attestation are on, as in
+	// production).
+	CAFile string
 }
 
 // StartBroker starts the broker the way allot-broker assembles it
@@ -37,6 +47,7 @@ func StartBroker(t testing.TB, c *Cloud, log *slog.Logger) *Broker {
 	if err != nil {
 		t.Fatal(err)
 	}
+	sec := brokerSecurity(t, c)
 	ctx, cancel := context.WithCancel(context.Background())
 	b, err := brokerd.New(ctx, brokerd.Config{
 		Name: "broker-e2e", Cluster: Cluster, Listen: "127.0.0.1:0",
@@ -56,6 +67,8 @@ func StartBroker(t testing.TB, c *Cloud, log *slog.Logger) *Broker {
 		ElectionTTL:  5 * time.Second,
 		Coalesce:     5 * time.Millisecond,
 		Logger:       log,
+		GRPC:         brokerd.GRPCConfig{Options: sec.options},
+		Auth:         sec.auth,
 	})
 	if err != nil {
 		cancel()
@@ -71,7 +84,7 @@ func StartBroker(t testing.TB, c *Cloud, log *slog.Logger) *Broker {
 		<-done
 		b.Close()
 	})
-	return &Broker{Store: b.Store(), Addr: b.Addr()}
+	return &Broker{Store: b.Store(), Addr: b.Addr(), CAFile: sec.caFile}
 }
 
 // Records is what the broker's etcd holds for the node's ENIs, by ENI ID.
@@ -89,4 +102,48 @@ func (b *Broker) Records(t testing.TB) map[string]ENIState {
 			Addresses: sortedCopy(append(append([]string(nil), e.Addresses...), e.Prefixes...))}
 	}
 	return out
+}
+
+// security is the broker's TLS and attestation, with a CA made for the
+// test and awssim's identity document certificate.
+type security struct {
+	options []grpc.ServerOption
+	auth    *brokerd.AuthConfig
+	caFile  string
+}
+
+func brokerSecurity(t testing.TB, c *Cloud) security {
+	t.Helper()
+	ca, err := devca.New("allot e2e CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := ca.Server("127.0.0.1", "localhost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := leaf.TLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile, err := ca.WriteCert(t.TempDir(), "ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pem, err := c.Sim.IdentityCertificatePEM()
+	if err != nil {
+		t.Fatal(err)
+	}
+	certs, err := auth.ParseCertificates(pem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return security{
+		options: []grpc.ServerOption{grpc.Creds(credentials.NewTLS(&tls.Config{
+			MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{pair},
+			ClientCAs: ca.Pool(), ClientAuth: tls.VerifyClientCertIfGiven,
+		}))},
+		auth:   &brokerd.AuthConfig{IdentityCertificates: certs},
+		caFile: caFile,
+	}
 }

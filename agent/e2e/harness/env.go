@@ -2,6 +2,7 @@ package harness
 
 import (
 	"log/slog"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -49,6 +50,9 @@ func NewEnv(t testing.TB, bins *Binaries, cfg EnvConfig) *Env {
 	ac.Binary = bins.Agent
 	ac.IMDS = e.Cloud.IMDSEndpoint(t)
 	ac.Broker = e.Broker.Addr
+	// Over TLS the agent attests, with a node key that outlives restarts
+	// of the agent within the test.
+	ac.Extra = append(ac.Extra, "--broker-ca="+e.Broker.CAFile, "--node-key="+filepath.Join(t.TempDir(), "node.key"))
 	ac.NodeNetNS = e.Node.NS.Path
 	e.Agent = NewAgent(t, ac)
 	e.Agent.Start()

@@ -16,15 +16,15 @@ type runState struct {
 	cancel context.CancelCauseFunc
 	q      *queue
 	kick   chan struct{}
+	// ledger is what was delivered to each node lately.
+	ledger *ledger
 
 	// The fields below are guarded by Engine.mu.
-	busy     map[string]int  // node -> tasks queued or running
-	mine     map[string]bool // open intents owned by a running task
-	ledger   map[string][]delivery
+	busy     map[string]int       // node -> tasks queued or running
+	mine     map[string]bool      // open intents owned by a running task
 	backoff  map[string]backoff   // node -> left alone until
 	surplus  map[string]time.Time // node -> first seen with a surplus
 	reported map[string]string    // node -> last unmet reason logged
-	retry    map[string]time.Time // describe that failed -> not again before
 	queued   map[string]int64     // subnet -> cost of planned actions not yet begun
 	// unstarted counts admitted actions whose first call has not yet
 	// asked its bucket for a token, by that bucket.
@@ -44,14 +44,6 @@ type runState struct {
 	intentsRead time.Time
 }
 
-// delivery is addresses added to a node at a time, keyed by the ENI or
-// intent that added them so a failed attach can take them back.
-type delivery struct {
-	at  time.Time
-	n   int
-	key string
-}
-
 type backoff struct {
 	until    time.Time
 	failures int
@@ -64,11 +56,10 @@ func newRunState(cancel context.CancelCauseFunc) *runState {
 		kick:     make(chan struct{}, 1),
 		busy:     map[string]int{},
 		mine:     map[string]bool{},
-		ledger:   map[string][]delivery{},
+		ledger:   newLedger(),
 		backoff:  map[string]backoff{},
 		surplus:  map[string]time.Time{},
 		reported: map[string]string{},
-		retry:    map[string]time.Time{},
 		queued:   map[string]int64{},
 		wanting:  map[string]time.Time{},
 
@@ -203,53 +194,26 @@ func (e *Engine) own(rs *runState, intentID string, mine bool) {
 
 // deliver records n addresses added to node at time at.
 func (e *Engine) deliver(rs *runState, node, key string, n int, at time.Time) {
-	e.remember(rs, node, key, n, at)
+	rs.ledger.add(node, key, n, at)
 	e.count(func(s *Stats) { s.Delivered += int64(n) })
 }
 
 // remember records a delivery without counting it (one a previous leader
 // made).
 func (e *Engine) remember(rs *runState, node, key string, n int, at time.Time) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	rs.ledger[node] = append(rs.ledger[node], delivery{at: at, n: n, key: key})
+	rs.ledger.add(node, key, n, at)
 }
 
 // undeliver takes back a delivery whose ENI was deleted before it reached
 // the node.
 func (e *Engine) undeliver(rs *runState, node, key string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	ds := rs.ledger[node]
-	for i, d := range ds {
-		if d.key == key {
-			rs.ledger[node] = append(ds[:i:i], ds[i+1:]...)
-			e.stats.Delivered -= int64(d.n)
-			return
-		}
+	if n, ok := rs.ledger.remove(node, key); ok {
+		e.count(func(s *Stats) { s.Delivered -= int64(n) })
 	}
 }
 
 // deliveredSince returns the addresses delivered to node after its demand
-// was stated at t: the agent did not know of them when it computed that
-// demand, so they count against it until it states a new one. Older
-// deliveries are forgotten.
+// was stated at t (see ledger.since).
 func (e *Engine) deliveredSince(rs *runState, node string, t time.Time) int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	ds := rs.ledger[node]
-	kept := ds[:0]
-	n := 0
-	for _, d := range ds {
-		if d.at.After(t) {
-			kept = append(kept, d)
-			n += d.n
-		}
-	}
-	if len(kept) == 0 {
-		delete(rs.ledger, node)
-	} else {
-		rs.ledger[node] = kept
-	}
-	return n
+	return rs.ledger.since(node, t)
 }

@@ -1,6 +1,6 @@
 // Package introspect serves the agent's node-local introspection over HTTP
 // on a loopback address: /v1/enis and /v1/pods (JSON, the views operators
-// know from aws-vpc-cni), /healthz, and /metrics (OpenTelemetry instruments
+// know from aws-vpc-cni), /v1/check (records against host devices), /healthz, and /metrics (OpenTelemetry instruments
 // through a Prometheus exporter). Metrics alone can also be served on the
 // node's address for in-cluster scraping (internal/telemetry.Listen).
 package introspect
@@ -67,11 +67,35 @@ type Health struct {
 	Detail string `json:"detail,omitempty"`
 }
 
+// Finding is one disagreement between the agent's records and the host's
+// devices (the node's half of `allotctl check`).
+type Finding struct {
+	// Class is pod-without-devices, pod-netns-gone or devices-without-pod.
+	Class      string `json:"class"`
+	Attachment string `json:"attachment,omitempty"`
+	Addr       string `json:"addr,omitempty"`
+	HostVeth   string `json:"hostVeth,omitempty"`
+	Detail     string `json:"detail"`
+}
+
+// CheckReport is what GET /v1/check answers: it compares, it changes
+// nothing.
+type CheckReport struct {
+	// Pods is how many attachments the agent records; HostVeths how many
+	// of our veths the host has.
+	Pods      int       `json:"pods"`
+	HostVeths int       `json:"hostVeths"`
+	Findings  []Finding `json:"findings"`
+	// Error says why the comparison could not be made.
+	Error string `json:"error,omitempty"`
+}
+
 // Source is what introspection reads; the agent implements it.
 type Source interface {
 	ENIs() []ENI
 	Pods() []Pod
 	Health() Health
+	Check() CheckReport
 }
 
 // Server is the introspection HTTP server.
@@ -139,6 +163,14 @@ func Handler(src Source, metrics *telemetry.Metrics) http.Handler {
 	})
 	mux.HandleFunc("GET /v1/pods", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, src.Pods())
+	})
+	mux.HandleFunc("GET /v1/check", func(w http.ResponseWriter, _ *http.Request) {
+		rep := src.Check()
+		code := http.StatusOK
+		if rep.Error != "" {
+			code = http.StatusServiceUnavailable
+		}
+		writeJSON(w, code, rep)
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		h := src.Health()

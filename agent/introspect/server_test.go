@@ -23,6 +23,9 @@ func (f fakeSource) Pods() []Pod {
 	return []Pod{{Network: "n", ContainerID: "c1", IfName: "eth0", Addr: "10.0.0.5"}}
 }
 func (f fakeSource) Health() Health { return f.h }
+func (f fakeSource) Check() CheckReport {
+	return CheckReport{Pods: 1, HostVeths: 2, Findings: []Finding{{Class: "devices-without-pod", HostVeth: "alt1234"}}}
+}
 
 func serve(t *testing.T, src Source, m *telemetry.Metrics) string {
 	t.Helper()
@@ -67,6 +70,9 @@ func TestEndpoints(t *testing.T) {
 	var pods []Pod
 	if code != 200 || json.Unmarshal([]byte(body), &pods) != nil || len(pods) != 1 || pods[0].Addr != "10.0.0.5" {
 		t.Fatalf("/v1/pods: %d %s", code, body)
+	}
+	if code, body = get(t, base+"/v1/check"); code != 200 || !strings.Contains(body, `"class": "devices-without-pod"`) {
+		t.Fatalf("/v1/check: %d %s", code, body)
 	}
 	if code, body = get(t, base+"/healthz"); code != 200 || !strings.Contains(body, `"ready": true`) {
 		t.Fatalf("/healthz: %d %s", code, body)

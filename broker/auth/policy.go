@@ -51,6 +51,7 @@ var methods = map[string]access{
 	allotv1.AdminService_ListNodes_FullMethodName: adminAccess,
 	allotv1.AdminService_ListENIs_FullMethodName:  adminAccess,
 	allotv1.AdminService_GetStatus_FullMethodName: adminAccess,
+	allotv1.AdminService_Check_FullMethodName:     adminAccess,
 
 	"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo":      anyRoleAccess,
 	"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo": anyRoleAccess,

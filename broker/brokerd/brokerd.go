@@ -15,12 +15,14 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/allotnet/allot/broker/check"
 	"github.com/allotnet/allot/broker/ec2client"
 	"github.com/allotnet/allot/broker/executor"
 	"github.com/allotnet/allot/broker/instanceview"
 	"github.com/allotnet/allot/broker/leader"
 	"github.com/allotnet/allot/broker/metrics"
 	"github.com/allotnet/allot/broker/ratelimit"
+	"github.com/allotnet/allot/broker/reconciler"
 	"github.com/allotnet/allot/broker/server"
 	"github.com/allotnet/allot/broker/store"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
@@ -104,7 +106,7 @@ func New(ctx context.Context, cfg Config) (b *Broker, err error) {
 		authSvc = svc
 	}
 	b.srv, err = server.New(server.Config{
-		Store: b.st, Leader: b.el, Logger: log, NodeTTL: cfg.NodeTTL, Coalesce: cfg.Coalesce,
+		Store: b.st, Leader: b.el, Checker: b.checker(), Logger: log, NodeTTL: cfg.NodeTTL, Coalesce: cfg.Coalesce,
 		Instances:          b.view,
 		ServerOptions:      cfg.GRPC.Options,
 		UnaryInterceptors:  unary,
@@ -120,6 +122,15 @@ func New(ctx context.Context, cfg Config) (b *Broker, err error) {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	return b, nil
+}
+
+// checker answers AdminService.Check. Its reconciler only compares; the
+// leader's own, in lead, is the one that repairs.
+func (b *Broker) checker() *check.Checker {
+	rec := reconciler.New(reconciler.Config{
+		Cluster: b.cfg.Cluster, Store: b.st, EC2: b.ec2, Logger: b.log.With("component", "check"),
+	})
+	return check.New(rec, b.st, b.cfg.Name, nil)
 }
 
 // Addr is the address the gRPC server listens on.

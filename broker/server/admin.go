@@ -3,6 +3,10 @@ package server
 import (
 	"context"
 	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/allotnet/allot/broker/store"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
@@ -13,8 +17,18 @@ import (
 // cluster in one place.
 type adminService struct {
 	allotv1.UnimplementedAdminServiceServer
-	st     AdminStore
-	leader LeaderInfo
+	st      AdminStore
+	leader  LeaderInfo
+	checker Checker
+}
+
+// Check compares EC2, etcd and the agents' reports and lists every
+// disagreement; it changes nothing.
+func (s *adminService) Check(ctx context.Context, req *allotv1.CheckRequest) (*allotv1.CheckResponse, error) {
+	if s.checker == nil {
+		return nil, status.Error(codes.Unimplemented, "this broker was built without a checker")
+	}
+	return s.checker.Check(ctx, time.Duration(req.GetStaleAfterSeconds())*time.Second)
 }
 
 // adminState is what ListNodes and GetStatus both need.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 	"time"
 
 	"github.com/allotnet/allot/broker/planner"
@@ -88,4 +89,10 @@ type LeaderInfo interface {
 // unknown type) the node's limits stay as the engine records them.
 type LimitsSource interface {
 	Limits(ctx context.Context, instanceType string) (planner.Limits, bool, error)
+}
+
+// Checker compares the sources of truth for `allotctl check`
+// (broker/check); staleAfter <= 0 means its default.
+type Checker interface {
+	Check(ctx context.Context, staleAfter time.Duration) (*allotv1.CheckResponse, error)
 }

@@ -24,9 +24,10 @@ import (
 
 // Config configures a Server. Store is required; the rest have defaults.
 type Config struct {
-	Store  Store
-	Leader LeaderInfo   // for GetStatus; nil reports no leader
-	Limits LimitsSource // for Register; nil leaves limits to the engine
+	Store   Store
+	Leader  LeaderInfo   // for GetStatus; nil reports no leader
+	Limits  LimitsSource // for Register; nil leaves limits to the engine
+	Checker Checker      // for Check; nil answers Unimplemented
 	// Instances, if set, is EC2's word on each node's instance: Register
 	// refuses claims that disagree with it and records EC2's values.
 	Instances InstanceFacts
@@ -104,7 +105,7 @@ func New(cfg Config) (*Server, error) {
 		st: cfg.Store, limits: cfg.Limits, facts: cfg.Instances, hub: h, nodeTTL: cfg.NodeTTL, now: cfg.Now, log: log,
 	})
 	allotv1.RegisterBudgetServiceServer(gs, &budgetService{st: cfg.Store, hub: h, log: log})
-	allotv1.RegisterAdminServiceServer(gs, &adminService{st: cfg.Store, leader: cfg.Leader})
+	allotv1.RegisterAdminServiceServer(gs, &adminService{st: cfg.Store, leader: cfg.Leader, checker: cfg.Checker})
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)

@@ -141,6 +141,21 @@ func RunDemo(ctx context.Context, cfg DemoConfig, progress io.Writer) (rep *Repo
 		return rep, err
 	}
 	rep.EC2Teardown = callsBetween(peak, end)
+	say("running allotctl check: EC2, etcd, every agent's pool and its host devices")
+	// Agents report usage in batches; a report still naming addresses of
+	// an ENI released a moment ago is drift only if it stays.
+	table, clean, err := c.Check(ctx)
+	for wait := time.Now().Add(15 * time.Second); err == nil && !clean && time.Now().Before(wait) && ctx.Err() == nil; {
+		time.Sleep(time.Second)
+		table, clean, err = c.Check(ctx)
+	}
+	rep.CheckTable = table
+	detail := errText(err)
+	if err == nil && !clean {
+		detail = "disagreements found: see the table"
+	}
+	rep.check("allotctl check: EC2, the broker's records, every agent's pool and host devices agree", err == nil && clean,
+		"%s", detail)
 	say("tearing everything down")
 	return rep, nil
 }

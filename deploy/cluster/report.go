@@ -48,6 +48,9 @@ type Report struct {
 	// Budgets are `allotctl budgets -o json` at the peak.
 	Budgets      json.RawMessage `json:"budgets,omitempty"`
 	BudgetsTable string          `json:"-"`
+	// CheckTable is `allotctl check` at the end, after every pod was
+	// deleted.
+	CheckTable string `json:"-"`
 	// After deletion: ENIs and addresses left, and how long it took to
 	// get back within warm targets.
 	IdleENIs      int     `json:"idle_enis"`
@@ -132,8 +135,12 @@ func (r *Report) WriteText(w io.Writer) {
 	if r.BudgetsTable != "" {
 		fmt.Fprintf(w, "\nallotctl budgets (at peak):\n%s", r.BudgetsTable)
 	}
-	fmt.Fprintf(w, "\nafter deleting every pod: %d ENIs, %d addresses left (back within warm targets in %.2f s)\n\n",
+	fmt.Fprintf(w, "\nafter deleting every pod: %d ENIs, %d addresses left (back within warm targets in %.2f s)\n",
 		r.IdleENIs, r.IdleAddresses, r.SettleSeconds)
+	if r.CheckTable != "" {
+		fmt.Fprintf(w, "\nallotctl check:\n%s", r.CheckTable)
+	}
+	fmt.Fprintln(w)
 	for _, c := range r.Checks {
 		mark := "PASS"
 		if !c.OK {

@@ -7,8 +7,10 @@
 //	allotctl nodes [-o json]
 //	allotctl enis [--node i-...] [-o json]
 //	allotctl status [-o json]
+//	allotctl check [--stale-after 10m] [--agents host:port,...] [-o json]
 //
-// Errors print the broker's message and exit 1; usage errors exit 2.
+// Errors print the broker's message and exit 1; usage errors exit 2;
+// check exits 3 when it finds a disagreement.
 package main
 
 import (
@@ -69,6 +71,8 @@ var commands = map[string]command{
 	"nodes":   {summary: "list registered nodes with their totals", run: cmdNodes},
 	"enis":    {summary: "list ENIs (--node i-... for one node)", run: cmdENIs, flags: eniFlags},
 	"status":  {summary: "leader and cluster totals", run: cmdStatus},
+	"check": {summary: "compare EC2, etcd and (--agents) the agents' pools and host devices; exit 3 on any disagreement",
+		run: cmdCheck, flags: checkFlags},
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -120,6 +124,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer c.close()
 	if err := cmd.run(ctx, c, positional, o, stdout); err != nil {
 		var ue usageError
+		var fe findingsError
+		if errors.As(err, &fe) {
+			fmt.Fprintf(stderr, "allotctl check: %v\n", fe)
+			return 3
+		}
 		if errors.As(err, &ue) {
 			fmt.Fprintf(stderr, "allotctl %s: %s\n", rest[0], ue.msg)
 			return 2
@@ -151,7 +160,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 func usage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintln(w, "usage: allotctl [flags] <command> [args] [flags]")
 	fmt.Fprintln(w, "\ncommands:")
-	for _, n := range []string{"budgets", "budget", "nodes", "enis", "status"} {
+	for _, n := range []string{"budgets", "budget", "nodes", "enis", "status", "check"} {
 		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprintln(w, "\nflags:")

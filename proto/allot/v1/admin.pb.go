@@ -520,6 +520,213 @@ func (x *GetStatusResponse) GetOpenIntents() int32 {
 	return 0
 }
 
+type CheckRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// stale_after_seconds: an open intent, or a live node's usage report,
+	// older than this is reported. 0 means 600.
+	StaleAfterSeconds int64 `protobuf:"varint,1,opt,name=stale_after_seconds,json=staleAfterSeconds,proto3" json:"stale_after_seconds,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *CheckRequest) Reset() {
+	*x = CheckRequest{}
+	mi := &file_allot_v1_admin_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckRequest) ProtoMessage() {}
+
+func (x *CheckRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_allot_v1_admin_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckRequest.ProtoReflect.Descriptor instead.
+func (*CheckRequest) Descriptor() ([]byte, []int) {
+	return file_allot_v1_admin_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *CheckRequest) GetStaleAfterSeconds() int64 {
+	if x != nil {
+		return x.StaleAfterSeconds
+	}
+	return 0
+}
+
+// CheckFinding is one disagreement between two sources of truth.
+type CheckFinding struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// class names the kind of disagreement (leaked-eni, missing-eni,
+	// address-drift, stale-intent, stale-usage, usage-unknown-address, ...);
+	// docs/troubleshooting.md lists them.
+	Class      string `protobuf:"bytes,1,opt,name=class,proto3" json:"class,omitempty"`
+	InstanceId string `protobuf:"bytes,2,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	EniId      string `protobuf:"bytes,3,opt,name=eni_id,json=eniId,proto3" json:"eni_id,omitempty"`
+	SubnetId   string `protobuf:"bytes,4,opt,name=subnet_id,json=subnetId,proto3" json:"subnet_id,omitempty"`
+	// address is the address or prefix concerned, when there is one.
+	Address string `protobuf:"bytes,5,opt,name=address,proto3" json:"address,omitempty"`
+	// detail says what differs, in words.
+	Detail        string `protobuf:"bytes,6,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckFinding) Reset() {
+	*x = CheckFinding{}
+	mi := &file_allot_v1_admin_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckFinding) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckFinding) ProtoMessage() {}
+
+func (x *CheckFinding) ProtoReflect() protoreflect.Message {
+	mi := &file_allot_v1_admin_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckFinding.ProtoReflect.Descriptor instead.
+func (*CheckFinding) Descriptor() ([]byte, []int) {
+	return file_allot_v1_admin_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *CheckFinding) GetClass() string {
+	if x != nil {
+		return x.Class
+	}
+	return ""
+}
+
+func (x *CheckFinding) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
+}
+
+func (x *CheckFinding) GetEniId() string {
+	if x != nil {
+		return x.EniId
+	}
+	return ""
+}
+
+func (x *CheckFinding) GetSubnetId() string {
+	if x != nil {
+		return x.SubnetId
+	}
+	return ""
+}
+
+func (x *CheckFinding) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *CheckFinding) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+type CheckResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Findings []*CheckFinding        `protobuf:"bytes,1,rep,name=findings,proto3" json:"findings,omitempty"`
+	// enis_in_ec2 counts ENIs EC2 shows with the cluster's tag; enis_in_etcd
+	// the ENI records, primaries included.
+	EnisInEc2  int32 `protobuf:"varint,2,opt,name=enis_in_ec2,json=enisInEc2,proto3" json:"enis_in_ec2,omitempty"`
+	EnisInEtcd int32 `protobuf:"varint,3,opt,name=enis_in_etcd,json=enisInEtcd,proto3" json:"enis_in_etcd,omitempty"`
+	// replica is the broker replica that answered.
+	Replica       string `protobuf:"bytes,4,opt,name=replica,proto3" json:"replica,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckResponse) Reset() {
+	*x = CheckResponse{}
+	mi := &file_allot_v1_admin_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckResponse) ProtoMessage() {}
+
+func (x *CheckResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_allot_v1_admin_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckResponse.ProtoReflect.Descriptor instead.
+func (*CheckResponse) Descriptor() ([]byte, []int) {
+	return file_allot_v1_admin_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *CheckResponse) GetFindings() []*CheckFinding {
+	if x != nil {
+		return x.Findings
+	}
+	return nil
+}
+
+func (x *CheckResponse) GetEnisInEc2() int32 {
+	if x != nil {
+		return x.EnisInEc2
+	}
+	return 0
+}
+
+func (x *CheckResponse) GetEnisInEtcd() int32 {
+	if x != nil {
+		return x.EnisInEtcd
+	}
+	return 0
+}
+
+func (x *CheckResponse) GetReplica() string {
+	if x != nil {
+		return x.Replica
+	}
+	return ""
+}
+
 var File_allot_v1_admin_proto protoreflect.FileDescriptor
 
 const file_allot_v1_admin_proto_rawDesc = "" +
@@ -562,11 +769,28 @@ const file_allot_v1_admin_proto_rawDesc = "" +
 	"\battached\x18\x04 \x01(\x03R\battached\x12\x1a\n" +
 	"\bassigned\x18\x05 \x01(\x03R\bassigned\x12F\n" +
 	" nodes_with_operation_in_progress\x18\x06 \x01(\x05R\x1cnodesWithOperationInProgress\x12!\n" +
-	"\fopen_intents\x18\a \x01(\x05R\vopenIntents2\xdd\x01\n" +
+	"\fopen_intents\x18\a \x01(\x05R\vopenIntents\">\n" +
+	"\fCheckRequest\x12.\n" +
+	"\x13stale_after_seconds\x18\x01 \x01(\x03R\x11staleAfterSeconds\"\xab\x01\n" +
+	"\fCheckFinding\x12\x14\n" +
+	"\x05class\x18\x01 \x01(\tR\x05class\x12\x1f\n" +
+	"\vinstance_id\x18\x02 \x01(\tR\n" +
+	"instanceId\x12\x15\n" +
+	"\x06eni_id\x18\x03 \x01(\tR\x05eniId\x12\x1b\n" +
+	"\tsubnet_id\x18\x04 \x01(\tR\bsubnetId\x12\x18\n" +
+	"\aaddress\x18\x05 \x01(\tR\aaddress\x12\x16\n" +
+	"\x06detail\x18\x06 \x01(\tR\x06detail\"\x9f\x01\n" +
+	"\rCheckResponse\x122\n" +
+	"\bfindings\x18\x01 \x03(\v2\x16.allot.v1.CheckFindingR\bfindings\x12\x1e\n" +
+	"\venis_in_ec2\x18\x02 \x01(\x05R\tenisInEc2\x12 \n" +
+	"\fenis_in_etcd\x18\x03 \x01(\x05R\n" +
+	"enisInEtcd\x12\x18\n" +
+	"\areplica\x18\x04 \x01(\tR\areplica2\x97\x02\n" +
 	"\fAdminService\x12D\n" +
 	"\tListNodes\x12\x1a.allot.v1.ListNodesRequest\x1a\x1b.allot.v1.ListNodesResponse\x12A\n" +
 	"\bListENIs\x12\x19.allot.v1.ListENIsRequest\x1a\x1a.allot.v1.ListENIsResponse\x12D\n" +
-	"\tGetStatus\x12\x1a.allot.v1.GetStatusRequest\x1a\x1b.allot.v1.GetStatusResponseB2Z0github.com/allotnet/allot/proto/allot/v1;allotv1b\x06proto3"
+	"\tGetStatus\x12\x1a.allot.v1.GetStatusRequest\x1a\x1b.allot.v1.GetStatusResponse\x128\n" +
+	"\x05Check\x12\x16.allot.v1.CheckRequest\x1a\x17.allot.v1.CheckResponseB2Z0github.com/allotnet/allot/proto/allot/v1;allotv1b\x06proto3"
 
 var (
 	file_allot_v1_admin_proto_rawDescOnce sync.Once
@@ -580,7 +804,7 @@ func file_allot_v1_admin_proto_rawDescGZIP() []byte {
 	return file_allot_v1_admin_proto_rawDescData
 }
 
-var file_allot_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_allot_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_allot_v1_admin_proto_goTypes = []any{
 	(*NodeSummary)(nil),       // 0: allot.v1.NodeSummary
 	(*ListNodesRequest)(nil),  // 1: allot.v1.ListNodesRequest
@@ -590,23 +814,29 @@ var file_allot_v1_admin_proto_goTypes = []any{
 	(*ListENIsResponse)(nil),  // 5: allot.v1.ListENIsResponse
 	(*GetStatusRequest)(nil),  // 6: allot.v1.GetStatusRequest
 	(*GetStatusResponse)(nil), // 7: allot.v1.GetStatusResponse
-	(*ENI)(nil),               // 8: allot.v1.ENI
+	(*CheckRequest)(nil),      // 8: allot.v1.CheckRequest
+	(*CheckFinding)(nil),      // 9: allot.v1.CheckFinding
+	(*CheckResponse)(nil),     // 10: allot.v1.CheckResponse
+	(*ENI)(nil),               // 11: allot.v1.ENI
 }
 var file_allot_v1_admin_proto_depIdxs = []int32{
-	0, // 0: allot.v1.ListNodesResponse.nodes:type_name -> allot.v1.NodeSummary
-	8, // 1: allot.v1.NodeENI.eni:type_name -> allot.v1.ENI
-	4, // 2: allot.v1.ListENIsResponse.enis:type_name -> allot.v1.NodeENI
-	1, // 3: allot.v1.AdminService.ListNodes:input_type -> allot.v1.ListNodesRequest
-	3, // 4: allot.v1.AdminService.ListENIs:input_type -> allot.v1.ListENIsRequest
-	6, // 5: allot.v1.AdminService.GetStatus:input_type -> allot.v1.GetStatusRequest
-	2, // 6: allot.v1.AdminService.ListNodes:output_type -> allot.v1.ListNodesResponse
-	5, // 7: allot.v1.AdminService.ListENIs:output_type -> allot.v1.ListENIsResponse
-	7, // 8: allot.v1.AdminService.GetStatus:output_type -> allot.v1.GetStatusResponse
-	6, // [6:9] is the sub-list for method output_type
-	3, // [3:6] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	0,  // 0: allot.v1.ListNodesResponse.nodes:type_name -> allot.v1.NodeSummary
+	11, // 1: allot.v1.NodeENI.eni:type_name -> allot.v1.ENI
+	4,  // 2: allot.v1.ListENIsResponse.enis:type_name -> allot.v1.NodeENI
+	9,  // 3: allot.v1.CheckResponse.findings:type_name -> allot.v1.CheckFinding
+	1,  // 4: allot.v1.AdminService.ListNodes:input_type -> allot.v1.ListNodesRequest
+	3,  // 5: allot.v1.AdminService.ListENIs:input_type -> allot.v1.ListENIsRequest
+	6,  // 6: allot.v1.AdminService.GetStatus:input_type -> allot.v1.GetStatusRequest
+	8,  // 7: allot.v1.AdminService.Check:input_type -> allot.v1.CheckRequest
+	2,  // 8: allot.v1.AdminService.ListNodes:output_type -> allot.v1.ListNodesResponse
+	5,  // 9: allot.v1.AdminService.ListENIs:output_type -> allot.v1.ListENIsResponse
+	7,  // 10: allot.v1.AdminService.GetStatus:output_type -> allot.v1.GetStatusResponse
+	10, // 11: allot.v1.AdminService.Check:output_type -> allot.v1.CheckResponse
+	8,  // [8:12] is the sub-list for method output_type
+	4,  // [4:8] is the sub-list for method input_type
+	4,  // [4:4] is the sub-list for extension type_name
+	4,  // [4:4] is the sub-list for extension extendee
+	0,  // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_allot_v1_admin_proto_init() }
@@ -621,7 +851,7 @@ func file_allot_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_allot_v1_admin_proto_rawDesc), len(file_allot_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

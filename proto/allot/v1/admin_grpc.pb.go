@@ -22,6 +22,7 @@ const (
 	AdminService_ListNodes_FullMethodName = "/allot.v1.AdminService/ListNodes"
 	AdminService_ListENIs_FullMethodName  = "/allot.v1.AdminService/ListENIs"
 	AdminService_GetStatus_FullMethodName = "/allot.v1.AdminService/GetStatus"
+	AdminService_Check_FullMethodName     = "/allot.v1.AdminService/Check"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -34,6 +35,9 @@ type AdminServiceClient interface {
 	ListNodes(ctx context.Context, in *ListNodesRequest, opts ...grpc.CallOption) (*ListNodesResponse, error)
 	ListENIs(ctx context.Context, in *ListENIsRequest, opts ...grpc.CallOption) (*ListENIsResponse, error)
 	GetStatus(ctx context.Context, in *GetStatusRequest, opts ...grpc.CallOption) (*GetStatusResponse, error)
+	// Check compares EC2 with etcd, and etcd with itself, and reports every
+	// disagreement. It changes nothing; any replica answers.
+	Check(ctx context.Context, in *CheckRequest, opts ...grpc.CallOption) (*CheckResponse, error)
 }
 
 type adminServiceClient struct {
@@ -74,6 +78,16 @@ func (c *adminServiceClient) GetStatus(ctx context.Context, in *GetStatusRequest
 	return out, nil
 }
 
+func (c *adminServiceClient) Check(ctx context.Context, in *CheckRequest, opts ...grpc.CallOption) (*CheckResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckResponse)
+	err := c.cc.Invoke(ctx, AdminService_Check_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -84,6 +98,9 @@ type AdminServiceServer interface {
 	ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error)
 	ListENIs(context.Context, *ListENIsRequest) (*ListENIsResponse, error)
 	GetStatus(context.Context, *GetStatusRequest) (*GetStatusResponse, error)
+	// Check compares EC2 with etcd, and etcd with itself, and reports every
+	// disagreement. It changes nothing; any replica answers.
+	Check(context.Context, *CheckRequest) (*CheckResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -102,6 +119,9 @@ func (UnimplementedAdminServiceServer) ListENIs(context.Context, *ListENIsReques
 }
 func (UnimplementedAdminServiceServer) GetStatus(context.Context, *GetStatusRequest) (*GetStatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetStatus not implemented")
+}
+func (UnimplementedAdminServiceServer) Check(context.Context, *CheckRequest) (*CheckResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Check not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -178,6 +198,24 @@ func _AdminService_GetStatus_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_Check_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).Check(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_Check_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).Check(ctx, req.(*CheckRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -196,6 +234,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetStatus",
 			Handler:    _AdminService_GetStatus_Handler,
+		},
+		{
+			MethodName: "Check",
+			Handler:    _AdminService_Check_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -303,3 +303,11 @@ func (x *ListENIsRequest) Validate() error {
 
 // Validate accepts every status request; it has no fields.
 func (x *GetStatusRequest) Validate() error { return nil }
+
+// Validate checks the staleness threshold: at most a week, never negative.
+func (x *CheckRequest) Validate() error {
+	if s := x.GetStaleAfterSeconds(); s < 0 || s > 7*24*3600 {
+		return fmt.Errorf("stale_after_seconds %d: want 0 (the default) to 604800", s)
+	}
+	return nil
+}

@@ -20,8 +20,8 @@ func (c *Cluster) Check(ctx context.Context) (table string, clean bool, err erro
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, c.cfg.Binaries.Ctl, "--broker", c.Broker.Addr, "--timeout", "25s",
-		"check", "--agents", strings.Join(agents, ","))
+	cmd := exec.CommandContext(ctx, c.cfg.Binaries.Ctl, append(append([]string{"--broker", c.Broker.Addr, "--timeout", "25s"},
+		c.pki.ctlAdminArgs()...), "check", "--agents", strings.Join(agents, ","))...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -46,8 +46,8 @@ func tryCheck(c *Cluster) (checkOutput, int, error) {
 	for _, n := range c.Nodes {
 		agents = append(agents, n.Agent.Introspect)
 	}
-	cmd := exec.Command(c.cfg.Binaries.Ctl, "--broker", c.Broker.Addr, "--timeout", "30s",
-		"check", "--agents", strings.Join(agents, ","), "-o", "json")
+	cmd := exec.Command(c.cfg.Binaries.Ctl, append(append([]string{"--broker", c.Broker.Addr, "--timeout", "30s"},
+		c.pki.ctlAdminArgs()...), "check", "--agents", strings.Join(agents, ","), "-o", "json")...)
 	out, err := cmd.Output()
 	code := 0
 	var ee *exec.ExitError

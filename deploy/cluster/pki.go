@@ -23,6 +23,7 @@ type pki struct {
 	ca                                    *devca.CA
 	caPath, brokerCert, brokerKey         string
 	identityCert, plannerCert, plannerKey string
+	adminCert, adminKey                   string
 	admin                                 tls.Certificate
 }
 
@@ -60,6 +61,9 @@ func newPKI(dir string, sim *awssim.Sim) (*pki, error) {
 	if p.admin, err = admin.TLS(); err != nil {
 		return nil, err
 	}
+	if p.adminCert, p.adminKey, err = admin.Write(dir, "admin"); err != nil {
+		return nil, err
+	}
 	pem, err := sim.IdentityCertificatePEM()
 	if err != nil {
 		return nil, err
@@ -88,6 +92,11 @@ func (p *pki) agentArgs(nodeDir string) []string {
 // ctlArgs make allotctl a planner.
 func (p *pki) ctlArgs() []string {
 	return []string{"--cacert", p.caPath, "--cert", p.plannerCert, "--key", p.plannerKey}
+}
+
+// ctlAdminArgs make allotctl an operator (allotctl check).
+func (p *pki) ctlAdminArgs() []string {
+	return []string{"--cacert", p.caPath, "--cert", p.adminCert, "--key", p.adminKey}
 }
 
 // adminCreds are the harness's own: an operator.

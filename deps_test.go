@@ -1,9 +1,9 @@
 // Package allot_test holds checks on the repository as a whole. The product
-// binaries (allot-broker, allotctl, allot-agent and the CNI plugin allot)
-// must link none of the code that only tests and benchmarks need: package
-// testing, the stand-in AWS, the benchmarks, the harnesses, the development
-// certificate authority, and the fakes kept in packages whose name ends in
-// "test".
+// binaries (allot-broker, allotctl, allot-agent, the CNI plugin allot and
+// its installer allot-install-cni) must link none of the code that only
+// tests and benchmarks need: package testing, the stand-in AWS, the
+// benchmarks, the harnesses, the development certificate authority, and the
+// fakes kept in packages whose name ends in "test".
 package allot_test
 
 import (
@@ -22,7 +22,7 @@ var productDirs = []string{"./broker/cmd/...", "./agent/cmd/...", "./cni/cmd/...
 
 // wantBinaries must all be found, so that a move can't shrink what the
 // check covers without the check noticing.
-var wantBinaries = []string{"allot-broker", "allotctl", "allot-agent", "allot"}
+var wantBinaries = []string{"allot-broker", "allotctl", "allot-agent", "allot", "allot-install-cni"}
 
 // forbidden says why a package must not be linked into a product binary, or
 // "" if it may be.

@@ -13,6 +13,7 @@ import (
 	"net"
 	"sync"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
 	"github.com/allotnet/allot/broker/check"
@@ -91,13 +92,26 @@ func New(ctx context.Context, cfg Config) (b *Broker, err error) {
 			return nil, err
 		}
 	}
+	if err := b.buildServer(cli); err != nil {
+		return nil, err
+	}
+	if b.lis, err = net.Listen("tcp", cfg.Listen); err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	return b, nil
+}
+
+// buildServer builds the gRPC server: the broker's services, with
+// attestation and role checks first of the interceptors when Auth is set.
+func (b *Broker) buildServer(cli *clientv3.Client) error {
+	cfg := b.cfg
 	b.view = instanceview.New(b.ec2, 0, nil)
 	unary, stream := cfg.GRPC.Unary, cfg.GRPC.Stream
 	var authSvc allotv1.AuthServiceServer
 	if cfg.Auth != nil {
 		z, svc, err := b.buildAuth(cli, b.view)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		// Authorization runs first of the caller's interceptors, so nothing
 		// else sees a call it refuses.
@@ -105,23 +119,21 @@ func New(ctx context.Context, cfg Config) (b *Broker, err error) {
 		stream = append([]grpc.StreamServerInterceptor{z.StreamServerInterceptor()}, stream...)
 		authSvc = svc
 	}
+	var err error
 	b.srv, err = server.New(server.Config{
-		Store: b.st, Leader: b.el, Checker: b.checker(), Logger: log, NodeTTL: cfg.NodeTTL, Coalesce: cfg.Coalesce,
+		Store: b.st, Leader: b.el, Checker: b.checker(), Logger: b.log, NodeTTL: cfg.NodeTTL, Coalesce: cfg.Coalesce,
 		Instances:          b.view,
 		ServerOptions:      cfg.GRPC.Options,
 		UnaryInterceptors:  unary,
 		StreamInterceptors: stream,
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if authSvc != nil {
 		allotv1.RegisterAuthServiceServer(b.srv.GRPC(), authSvc)
 	}
-	if b.lis, err = net.Listen("tcp", cfg.Listen); err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
-	}
-	return b, nil
+	return nil
 }
 
 // checker answers AdminService.Check. Its reconciler only compares; the

@@ -51,8 +51,8 @@ func TestDemandCarriesKnown(t *testing.T) {
 }
 
 // Known counts what a snapshot lists whether or not IMDS shows it yet, and
-// only what the link took from it: exactly what the pool holds or the
-// confirmer awaits, so the demand and known agree.
+// only what the link took from it: exactly what the pool holds or
+// Arrivals awaits, so the demand and known agree.
 func TestKnownCountsAwaited(t *testing.T) {
 	f := newFixture(t)
 	f.waitKnown(0, "the first demand", nil)
@@ -60,10 +60,8 @@ func TestKnownCountsAwaited(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.held = true // the node sees nothing: everything stays awaited
 	l := f.newLinkOn(p)
-	stopped, cancel := context.WithCancel(context.Background())
-	cancel()
-	l.confirm.start(stopped) // no IMDS workers: everything stays awaited
 	prim, _ := f.ident.Primary()
 	l.applyMu.Lock()
 	l.applyLocked([]*allotv1.ENI{
@@ -78,8 +76,8 @@ func TestKnownCountsAwaited(t *testing.T) {
 	if k := l.Status().Known; k != want {
 		t.Fatalf("known %d, want %d (well-formed entries of ENIs with an ID and a MAC)", k, want)
 	}
-	if n := l.confirm.count(); n != want {
-		t.Fatalf("confirmer awaits %d, want all %d known slots", n, want)
+	if n := l.Status().Unconfirmed; n != want {
+		t.Fatalf("arrivals await %d, want all %d known", n, want)
 	}
 	l.sendDemand(context.Background(), &reporter{registeredOK: true})
 	f.waitKnown(want, "the demand to carry the awaited slots", nil)

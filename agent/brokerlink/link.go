@@ -1,9 +1,11 @@
 // Package brokerlink is the agent's connection to the broker. It registers
 // the node and compares the broker's record of its ENIs with the pool,
 // watches the node's allocation stream (reconnecting with backoff to
-// whichever broker answers), confirms delivered addresses in IMDS before the
-// pool hands them out, states the pool's demand, reports usage in batches,
-// and answers release proposals with what the pool agrees to give back.
+// whichever broker answers), hands what the broker delivered to the
+// Arrivals that bring it into the pool, states the pool's demand and
+// excess, reports usage in batches, and answers release proposals with
+// what the pool agrees to give back. It only speaks gRPC: confirming
+// deliveries in IMDS and setting up ENIs is the daemon's.
 //
 // It never frees what a pod holds: an address the broker stops listing
 // leaves the pool only if the pool says no pod holds it (pool.Retain), and a
@@ -21,7 +23,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/allotnet/allot/agent/hostnet"
 	"github.com/allotnet/allot/agent/identity"
 	"github.com/allotnet/allot/agent/pool"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
@@ -35,11 +36,10 @@ const (
 	// and a planning round on the broker, and a burst of ADDs changes the
 	// demand once per pod. A tenth of a second keeps a node to ten writes a
 	// second while a waiting ADD still goes out at once.
-	DefaultDemandInterval  = 100 * time.Millisecond
-	DefaultConfirmInterval = 200 * time.Millisecond
-	DefaultBackoffMin      = 100 * time.Millisecond
-	DefaultBackoffMax      = 5 * time.Second
-	DefaultCallTimeout     = 10 * time.Second
+	DefaultDemandInterval = 100 * time.Millisecond
+	DefaultBackoffMin     = 100 * time.Millisecond
+	DefaultBackoffMax     = 5 * time.Second
+	DefaultCallTimeout    = 10 * time.Second
 )
 
 // Config configures a Link. Intervals are real time: they pace calls and
@@ -58,16 +58,6 @@ type Config struct {
 	// targets ask for nothing (pool.Shortfall with no capacity); pods
 	// waiting are stated all the same.
 	Limits pool.Limits
-	// MTU is set on ENI links this link sets up.
-	MTU int
-	// PreparedENIs are ENIs whose host side the caller already set up in
-	// this process; the link sets up every other ENI the broker lists
-	// before adding its addresses to the pool.
-	PreparedENIs []string
-	// OnENIReady, when set, is called after the link set up an ENI, so
-	// the caller can restore pods recorded on it (an ENI IMDS didn't show
-	// yet at start).
-	OnENIReady func(eniID string)
 	// UsageInterval batches usage reports: at most one per interval, and
 	// only when usage changed.
 	UsageInterval time.Duration
@@ -78,9 +68,6 @@ type Config struct {
 	// go out together at its end, with the latest values. Zero means
 	// DefaultDemandInterval; negative sends every change at once.
 	DemandInterval time.Duration
-	// ConfirmInterval is how often IMDS is asked again about delivered
-	// addresses it doesn't show yet.
-	ConfirmInterval time.Duration
 	// BackoffMin and BackoffMax bound the reconnect backoff.
 	BackoffMin, BackoffMax time.Duration
 	// CallTimeout bounds each unary call to the broker.
@@ -102,7 +89,6 @@ func (c *Config) defaults() {
 	case c.DemandInterval < 0:
 		c.DemandInterval = 0
 	}
-	def(&c.ConfirmInterval, DefaultConfirmInterval)
 	def(&c.BackoffMin, DefaultBackoffMin)
 	def(&c.BackoffMax, DefaultBackoffMax)
 	def(&c.CallTimeout, DefaultCallTimeout)
@@ -114,20 +100,11 @@ func (c *Config) defaults() {
 	}
 }
 
-// ENISetter prepares the host side of an ENI before its addresses are
-// handed out. hostnet.Network is one.
-type ENISetter interface {
-	SetupENI(hostnet.ENIConfig) error
-}
-
-var _ ENISetter = hostnet.Network(nil)
-
 // Deps are the link's collaborators.
 type Deps struct {
-	Client allotv1.NodeServiceClient
-	Pool   *pool.Pool
-	IMDS   identity.MetadataAPI
-	ENIs   ENISetter
+	Client   allotv1.NodeServiceClient
+	Pool     *pool.Pool
+	Arrivals Arrivals
 }
 
 // Status is what the link knows about its broker, for STATUS and
@@ -150,7 +127,7 @@ type Status struct {
 	// is computed against, sent with it so the broker can tell what it
 	// delivered since.
 	Known int
-	// Unconfirmed counts delivered addresses IMDS doesn't show yet.
+	// Unconfirmed counts delivered addresses the node doesn't see yet.
 	Unconfirmed int
 	// UnmetReason and UnmetMessage say why the broker is not meeting the
 	// node's demand ("budget_exhausted", "node_full", "not_ready"; the
@@ -162,28 +139,23 @@ type Status struct {
 
 // Link is one agent's connection to the broker.
 type Link struct {
-	cfg     Config
-	log     *slog.Logger
-	client  allotv1.NodeServiceClient
-	pool    *pool.Pool
-	imds    identity.MetadataAPI
-	enis    ENISetter
-	node    *allotv1.NodeIdentity
-	confirm *confirmer
+	cfg      Config
+	log      *slog.Logger
+	client   allotv1.NodeServiceClient
+	pool     *pool.Pool
+	arrivals Arrivals
+	node     *allotv1.NodeIdentity
 
-	// applyMu serialises applying broker state and adding confirmed
-	// capacity, so an address the broker just stopped listing is never
-	// added behind its back.
+	// applyMu serialises applying broker state and answering releases.
 	applyMu sync.Mutex
 	lastRev int64
 	// acked are releases acknowledged by this process.
 	acked map[string]bool
 	// seenMu makes a demand's inputs agree: it is held while a broker
-	// snapshot moves addresses into Known, the confirmer and the pool, and
-	// while a confirmed address moves from the confirmer into the pool, and
-	// sendDemand reads all three under it. Otherwise a delivery could be
-	// counted in Known but in neither of the others, and be asked for
-	// again.
+	// snapshot moves addresses into Known, Arrivals and the pool, and
+	// sendDemand reads all three under it (the pool and what Arrivals
+	// awaits inside Arrivals.Hold). Otherwise a delivery could be counted
+	// in Known but in neither of the others, and be asked for again.
 	seenMu sync.Mutex
 
 	mu        sync.Mutex
@@ -201,8 +173,8 @@ type Link struct {
 // New returns a link; Run starts it.
 func New(cfg Config, deps Deps) (*Link, error) {
 	cfg.defaults()
-	if deps.Client == nil || deps.Pool == nil || deps.IMDS == nil || deps.ENIs == nil {
-		return nil, errors.New("brokerlink: client, pool, imds and eni setter are required")
+	if deps.Client == nil || deps.Pool == nil || deps.Arrivals == nil {
+		return nil, errors.New("brokerlink: client, pool and arrivals are required")
 	}
 	node, err := nodeIdentity(cfg.Identity)
 	if err != nil {
@@ -210,14 +182,13 @@ func New(cfg Config, deps Deps) (*Link, error) {
 	}
 	l := &Link{
 		cfg: cfg, log: cfg.Logger.With("component", "brokerlink"),
-		client: deps.Client, pool: deps.Pool, imds: deps.IMDS, enis: deps.ENIs, node: node,
+		client: deps.Client, pool: deps.Pool, arrivals: deps.Arrivals, node: node,
 		acked:  map[string]bool{},
 		listed: map[netip.Addr]bool{},
 		kick:   make(chan struct{}, 1),
 		recalc: make(chan struct{}, 1),
 	}
 	l.status.Limits = cfg.Limits
-	l.confirm = newConfirmer(l)
 	return l, nil
 }
 
@@ -249,13 +220,11 @@ func nodeIdentity(id identity.Identity) (*allotv1.NodeIdentity, error) {
 // snapshots, reconnect) and the reporter (demand, usage, heartbeat). It
 // returns when both have stopped.
 func (l *Link) Run(ctx context.Context) error {
-	l.confirm.start(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { l.watchLoop(ctx) })
 	wg.Go(func() { l.reportLoop(ctx) })
 	<-ctx.Done()
 	wg.Wait()
-	l.confirm.wait()
 	return nil
 }
 
@@ -264,9 +233,13 @@ func (l *Link) Status() Status {
 	l.mu.Lock()
 	s := l.status
 	l.mu.Unlock()
-	s.Unconfirmed = l.confirm.count()
+	l.arrivals.Hold(func(n int) { s.Unconfirmed = n })
 	return s
 }
+
+// Recalc asks for the demand to be computed again: what Arrivals awaits
+// changed without the pool changing.
+func (l *Link) Recalc() { poke(l.recalc) }
 
 // poke signals a buffered channel without blocking.
 func poke(c chan struct{}) {
@@ -280,7 +253,11 @@ func poke(c chan struct{}) {
 func (l *Link) Connected() bool { return l.Status().Connected }
 
 // Limits are the ENI limits the demand is computed with.
-func (l *Link) Limits() pool.Limits { return l.Status().Limits }
+func (l *Link) Limits() pool.Limits {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.status.Limits
+}
 
 func (l *Link) setError(err error) {
 	l.mu.Lock()

@@ -9,7 +9,6 @@ import (
 
 	"github.com/allotnet/allot/agent/brokerlink/brokertest"
 	"github.com/allotnet/allot/agent/checkpoint"
-	"github.com/allotnet/allot/agent/hostnet/hostnettest"
 	"github.com/allotnet/allot/agent/identity"
 	"github.com/allotnet/allot/agent/pool"
 	"github.com/allotnet/allot/awssim"
@@ -26,10 +25,11 @@ type fixture struct {
 	ident  identity.Identity
 	broker *brokertest.Broker
 	pool   *pool.Pool
-	net    *hostnettest.Recorder
 	link   *Link
 	// tweak, when set, adjusts the link configuration.
 	tweak func(*Config)
+	// held makes new links' arrivals hold every delivery as awaited.
+	held bool
 }
 
 func newFixture(t *testing.T) *fixture { return newFixtureWith(t, nil) }
@@ -54,7 +54,7 @@ func newFixtureWith(t *testing.T, tweak func(*Config)) *fixture {
 	}
 	t.Cleanup(func() { _ = sim.Close() })
 	f := &fixture{t: t, sim: sim, inst: sim.World().Instances()[0].ID, broker: brokertest.Start(t, sim.World()),
-		net: hostnettest.NewRecorder(), tweak: tweak}
+		tweak: tweak}
 	ep, err := sim.IMDSEndpoint(f.inst)
 	if err != nil {
 		t.Fatal(err)
@@ -89,13 +89,13 @@ func (f *fixture) newLinkOn(p *pool.Pool) *Link {
 	f.t.Helper()
 	cfg := Config{
 		Identity: f.ident, Targets: pool.Targets{WarmIPs: 1}, Limits: pool.Limits{MaxENIs: 3, IPv4PerENI: 10},
-		UsageInterval: 10 * time.Millisecond, ConfirmInterval: 5 * time.Millisecond, BackoffMin: 10 * time.Millisecond,
+		UsageInterval: 10 * time.Millisecond, BackoffMin: 10 * time.Millisecond,
 		Logger: slog.New(slog.DiscardHandler),
 	}
 	if f.tweak != nil {
 		f.tweak(&cfg)
 	}
-	l, err := New(cfg, Deps{Client: f.broker.Client(), Pool: p, IMDS: f.imds, ENIs: f.net})
+	l, err := New(cfg, Deps{Client: f.broker.Client(), Pool: p, Arrivals: newTestArrivals(p, f.held)})
 	if err != nil {
 		f.t.Fatal(err)
 	}

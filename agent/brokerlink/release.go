@@ -56,72 +56,18 @@ func (l *Link) handleReleasesLocked(ctx context.Context, proposals []*allotv1.Re
 	proposed := map[string]bool{}
 	var verify []string
 	for _, p := range proposals {
-		id := p.GetReleaseId()
-		proposed[id] = true
-		if p.GetState() == allotv1.ReleaseState_RELEASE_STATE_ACKED {
-			// The broker holds our answer; what the pool set aside for it
-			// (if anything) leaves when the broker stops listing it.
-			l.acked[id] = true
-			continue
-		}
-		if id == "" || l.acked[id] {
-			continue
-		}
-		ack, had := mine[id]
-		if !had {
-			addrs, prefixes := parseLists(p.GetAddresses(), p.GetPrefixes())
-			var err error
-			if ack, err = l.pool.ProposeRelease(id, addrs, prefixes); err != nil {
-				l.log.Error("cannot set release aside; not acknowledged", "release", id, "err", err)
-				continue
-			}
-		}
-		switch err := l.ackRelease(ctx, id, ack); {
-		case err == nil:
-			l.acked[id] = true
-		case isNotFound(err):
-			if !ack.Empty() {
-				verify = append(verify, id)
-			}
-		case isWrongState(err):
-			l.acked[id] = true
-			if had {
-				l.log.Error("broker holds a different answer to a release the pool set aside; addresses stay set aside",
-					"release", id, "err", err)
-				continue
-			}
-			// Whatever the broker recorded was answered before the pool
-			// set anything aside for this release, so it was empty: what
-			// was just set aside will not be taken.
-			if _, err := l.pool.CancelRelease(id); err != nil {
-				l.log.Error("cannot return addresses of a release answered earlier", "release", id, "err", err)
-			}
-		default:
-			l.log.Warn("release acknowledgement failed; will retry", "release", id, "err", err)
+		proposed[p.GetReleaseId()] = true
+		if l.answerLocked(ctx, p, mine) {
+			verify = append(verify, p.GetReleaseId())
 		}
 	}
 	for id, ack := range mine {
-		if proposed[id] {
-			continue
-		}
-		if states {
+		switch {
+		case proposed[id]:
+		case states:
 			verify = append(verify, id)
-			continue
-		}
-		if l.acked[id] {
-			continue
-		}
-		switch err := l.ackRelease(ctx, id, ack); {
-		case err == nil:
-			l.acked[id] = true
-		case isNotFound(err):
+		case !l.acked[id] && l.reackLocked(ctx, id, ack):
 			verify = append(verify, id)
-		case isWrongState(err):
-			l.acked[id] = true
-			l.log.Error("broker holds a different answer to a release the pool set aside; addresses stay set aside",
-				"release", id, "err", err)
-		default:
-			l.log.Warn("release acknowledgement failed; will retry", "release", id, "err", err)
 		}
 	}
 	if len(verify) > 0 {
@@ -132,6 +78,73 @@ func (l *Link) handleReleasesLocked(ctx context.Context, proposals []*allotv1.Re
 			delete(l.acked, id)
 		}
 	}
+}
+
+// answerLocked answers one listed release: the pool's agreement for a new
+// proposal, the same set again for one it set aside earlier. It reports
+// whether the broker no longer knows a release the pool set something
+// aside for, which a fresh read then settles.
+func (l *Link) answerLocked(ctx context.Context, p *allotv1.ReleaseProposal, mine map[string]pool.Ack) (verify bool) {
+	id := p.GetReleaseId()
+	if p.GetState() == allotv1.ReleaseState_RELEASE_STATE_ACKED {
+		// The broker holds our answer; what the pool set aside for it
+		// (if anything) leaves when the broker stops listing it.
+		l.acked[id] = true
+		return false
+	}
+	if id == "" || l.acked[id] {
+		return false
+	}
+	ack, had := mine[id]
+	if !had {
+		addrs, prefixes := parseLists(p.GetAddresses(), p.GetPrefixes())
+		var err error
+		if ack, err = l.pool.ProposeRelease(id, addrs, prefixes); err != nil {
+			l.log.Error("cannot set release aside; not acknowledged", "release", id, "err", err)
+			return false
+		}
+	}
+	switch err := l.ackRelease(ctx, id, ack); {
+	case err == nil:
+		l.acked[id] = true
+	case isNotFound(err):
+		return !ack.Empty()
+	case isWrongState(err):
+		l.acked[id] = true
+		if had {
+			l.log.Error("broker holds a different answer to a release the pool set aside; addresses stay set aside",
+				"release", id, "err", err)
+			return false
+		}
+		// Whatever the broker recorded was answered before the pool set
+		// anything aside for this release, so it was empty: what was just
+		// set aside will not be taken.
+		if _, err := l.pool.CancelRelease(id); err != nil {
+			l.log.Error("cannot return addresses of a release answered earlier", "release", id, "err", err)
+		}
+	default:
+		l.log.Warn("release acknowledgement failed; will retry", "release", id, "err", err)
+	}
+	return false
+}
+
+// reackLocked acknowledges again a release the pool set aside that the
+// broker (listing proposals only) no longer lists: the answer tells what
+// became of it. It reports whether the broker no longer knows it.
+func (l *Link) reackLocked(ctx context.Context, id string, ack pool.Ack) (verify bool) {
+	switch err := l.ackRelease(ctx, id, ack); {
+	case err == nil:
+		l.acked[id] = true
+	case isNotFound(err):
+		return true
+	case isWrongState(err):
+		l.acked[id] = true
+		l.log.Error("broker holds a different answer to a release the pool set aside; addresses stay set aside",
+			"release", id, "err", err)
+	default:
+		l.log.Warn("release acknowledgement failed; will retry", "release", id, "err", err)
+	}
+	return false
 }
 
 // withdrawnLocked handles releases the broker no longer knows. A fresh read

@@ -96,7 +96,7 @@ func (l *Link) demandChanged(ctx context.Context, r *reporter, due *time.Timer) 
 
 // sendDemand sends the pool's demand, with the Known it was computed
 // against, if either differs from what the broker last acknowledged. Known,
-// what the confirmer awaits and the pool are read together under seenMu: a
+// what Arrivals awaits and the pool are read together under seenMu: a
 // snapshot applied after the read makes Known stale and the demand too
 // high by what it delivered, which is exactly what the broker counts as on
 // its way and takes off; the apply pokes a recalculation that states both
@@ -109,7 +109,9 @@ func (l *Link) sendDemand(ctx context.Context, r *reporter) {
 	l.mu.Lock()
 	known := l.status.Known
 	l.mu.Unlock()
-	d := netDemand(l.pool.Demand(l.cfg.Targets, l.Limits()), l.confirm.count())
+	lim := l.Limits()
+	var d pool.Demand
+	l.arrivals.Hold(func(awaited int) { d = netDemand(l.pool.Demand(l.cfg.Targets, lim), awaited) })
 	l.seenMu.Unlock()
 	if r.demandSent && d == r.demand && known == r.known {
 		return
@@ -206,7 +208,7 @@ func (l *Link) heartbeat(ctx context.Context, r *reporter) {
 }
 
 // netDemand takes out of the pool's demand what is already on its way: the
-// addresses the broker delivered that wait for IMDS. They serve waiting
+// addresses the broker delivered that wait to be seen on the node. They serve waiting
 // ADDs first, then the warm target. Stating them again would have the
 // broker deliver twice.
 func netDemand(d pool.Demand, unconfirmed int) pool.Demand {

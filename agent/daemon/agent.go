@@ -58,9 +58,10 @@ type Agent struct {
 	net   hostnet.Network
 
 	// Set by Start.
-	pool  *pool.Pool
-	link  *brokerlink.Link
-	ident identity.Identity
+	pool    *pool.Pool
+	link    *brokerlink.Link
+	arrival *arrival
+	ident   identity.Identity
 	// ready gates the CNI methods; up is set once Start has finished
 	// (after the DEL queue replay, which needs the CNI methods).
 	ready atomic.Bool
@@ -142,8 +143,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	defer a.arrival.wait() // after cancel, below
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	a.arrival.start(runCtx)
 	wg.Go(func() { _ = a.link.Run(runCtx) })
 
 	var g *grpc.Server

@@ -103,7 +103,7 @@ type Config struct {
 	// sends every change.
 	DemandInterval time.Duration
 	// ConfirmInterval is how often IMDS is polled for delivered addresses
-	// it doesn't show yet; 0 means the brokerlink default.
+	// it doesn't show yet; 0 means DefaultConfirmInterval.
 	ConfirmInterval time.Duration
 }
 

@@ -74,15 +74,16 @@ func (a *Agent) start(ctx context.Context) error {
 	}
 	a.restorePods()
 
+	a.arrival = newArrival(a, prepared)
 	a.link, err = brokerlink.New(brokerlink.Config{
-		Identity: id, PrefixMode: a.cfg.Mode == ModePrefix, Targets: a.cfg.Warm, Limits: a.cfg.Limits, MTU: a.cfg.MTU,
-		PreparedENIs: prepared, OnENIReady: a.onENIReady,
+		Identity: id, PrefixMode: a.cfg.Mode == ModePrefix, Targets: a.cfg.Warm, Limits: a.cfg.Limits,
 		UsageInterval: a.cfg.UsageInterval, HeartbeatInterval: a.cfg.HeartbeatInterval,
-		DemandInterval: a.cfg.DemandInterval, ConfirmInterval: a.cfg.ConfirmInterval, Logger: a.deps.Logger,
-	}, brokerlink.Deps{Client: a.deps.Broker, Pool: p, IMDS: a.deps.IMDS, ENIs: a.net})
+		DemandInterval: a.cfg.DemandInterval, Logger: a.deps.Logger,
+	}, brokerlink.Deps{Client: a.deps.Broker, Pool: p, Arrivals: a.arrival})
 	if err != nil {
 		return err
 	}
+	a.arrival.changed = a.link.Recalc
 
 	a.ready.Store(true)
 	if a.cfg.DelQueueDir != "" {

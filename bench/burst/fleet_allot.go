@@ -118,7 +118,7 @@ func startAgent(ctx, runCtx context.Context, cfg Config, mode daemon.Mode, inst 
 		RetryLinger:       cfg.wall(pool.DefaultRetryLinger),
 		UsageInterval:     cfg.wall(brokerlink.DefaultUsageInterval),
 		HeartbeatInterval: cfg.wall(brokerlink.DefaultHeartbeatInterval),
-		ConfirmInterval:   cfg.wall(brokerlink.DefaultConfirmInterval),
+		ConfirmInterval:   cfg.wall(daemon.DefaultConfirmInterval),
 		DemandInterval:    cfg.wall(brokerlink.DefaultDemandInterval),
 	}, daemon.Deps{IMDS: im, Network: rec, Broker: allotv1.NewNodeServiceClient(conn), Logger: cfg.Logger.With("node", inst.ID)})
 	if err != nil {

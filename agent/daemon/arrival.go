@@ -1,0 +1,261 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/allotnet/allot/agent/brokerlink"
+	"github.com/allotnet/allot/agent/hostnet"
+	"github.com/allotnet/allot/agent/identity"
+	"github.com/allotnet/allot/agent/pool"
+	allotv1 "github.com/allotnet/allot/proto/allot/v1"
+)
+
+// arrival brings delivered addresses into the pool once IMDS shows them on
+// the ENI: it is the link's brokerlink.Arrivals. The broker's record says
+// EC2 assigned them; IMDS lags EC2, and it is what the instance itself
+// sees, so an address is handed to a pod only when both agree. An ENI new
+// to this process is first set up on the host (link up, route table) and
+// recorded in the pool, and the agent then restores pods recorded on it.
+//
+// mu is held while a confirmed address moves from awaited into the pool,
+// so Await (which the link calls before it drops what the broker stopped
+// listing) never lets an address in behind the broker's back, and Hold
+// sees every address in exactly one of the two.
+type arrival struct {
+	pool     *pool.Pool
+	imds     identity.MetadataAPI
+	net      hostnet.Network
+	mtu      int
+	interval time.Duration
+	log      *slog.Logger
+	// onReady is called after an ENI was set up; changed after what is
+	// awaited changed without the pool changing.
+	onReady func(eniID string)
+	changed func()
+
+	mu      sync.Mutex
+	pending map[string]*brokerlink.Delivery
+	running map[string]bool
+	ready   map[string]bool // ENIs set up by this process
+	ctx     context.Context
+	wg      sync.WaitGroup
+}
+
+var _ brokerlink.Arrivals = (*arrival)(nil)
+
+func newArrival(a *Agent, prepared []string) *arrival {
+	c := &arrival{pool: a.pool, imds: a.deps.IMDS, net: a.net, mtu: a.cfg.MTU, interval: a.cfg.ConfirmInterval,
+		log: a.deps.Logger.With("component", "arrival"), onReady: a.onENIReady, changed: func() {},
+		pending: map[string]*brokerlink.Delivery{}, running: map[string]bool{}, ready: map[string]bool{},
+		ctx: context.Background()}
+	if c.interval <= 0 {
+		c.interval = DefaultConfirmInterval
+	}
+	for _, id := range prepared {
+		c.ready[id] = true
+	}
+	return c
+}
+
+// DefaultConfirmInterval is how often IMDS is asked again about delivered
+// addresses it doesn't show yet.
+const DefaultConfirmInterval = 200 * time.Millisecond
+
+// start sets the context the workers run under; call it before anything
+// is awaited.
+func (c *arrival) start(ctx context.Context) {
+	c.mu.Lock()
+	c.ctx = ctx
+	c.mu.Unlock()
+}
+
+// wait waits for the workers to stop (after their context ended).
+func (c *arrival) wait() { c.wg.Wait() }
+
+func empty(d *brokerlink.Delivery) bool { return len(d.Addrs) == 0 && len(d.Prefixes) == 0 }
+
+// Await replaces what is awaited for an ENI with the latest record's
+// missing addresses (so one the broker took back before IMDS showed it is
+// never added) and makes sure a worker is on it. An ENI this process has
+// not set up gets a worker even with nothing missing: pods restored on it
+// need its host side.
+func (c *arrival) Await(d brokerlink.Delivery) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if empty(&d) && c.ready[d.ENIID] {
+		delete(c.pending, d.ENIID)
+		return
+	}
+	c.pending[d.ENIID] = &d
+	if c.running[d.ENIID] || c.ctx.Err() != nil {
+		return
+	}
+	c.running[d.ENIID] = true
+	ctx := c.ctx
+	c.wg.Go(func() { c.work(ctx, d.ENIID) })
+}
+
+// Forget drops what was awaited for an ENI the broker no longer lists.
+func (c *arrival) Forget(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.pending, id)
+}
+
+// Hold calls f with the number of addresses awaited while none moves into
+// the pool.
+func (c *arrival) Hold(f func(awaited int)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, p := range c.pending {
+		n += allotv1.PodAddresses(len(p.Addrs), len(p.Prefixes))
+	}
+	f(n)
+}
+
+func (c *arrival) next(id string) (brokerlink.Delivery, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, ok := c.pending[id]
+	if !ok || (empty(p) && c.ready[id]) {
+		delete(c.pending, id)
+		c.running[id] = false
+		return brokerlink.Delivery{}, false
+	}
+	return *p, true
+}
+
+// work confirms one ENI's addresses until none is awaited.
+func (c *arrival) work(ctx context.Context, id string) {
+	for {
+		p, ok := c.next(id)
+		if !ok {
+			return
+		}
+		err := c.confirmOnce(ctx, p)
+		if err == nil {
+			continue // all confirmed: look again at once for newer deliveries
+		}
+		c.log.Debug("delivered addresses not confirmed yet", "eni", id, "err", err)
+		select {
+		case <-ctx.Done():
+			c.mu.Lock()
+			c.running[id] = false
+			c.mu.Unlock()
+			return
+		case <-time.After(c.interval):
+		}
+	}
+}
+
+// confirmOnce sets the ENI up if needed, asks IMDS which of p's addresses
+// it shows, and adds those to the pool. It returns an error while anything
+// of p is still unconfirmed, so the caller waits before asking again.
+func (c *arrival) confirmOnce(ctx context.Context, p brokerlink.Delivery) error {
+	if err := c.prepare(ctx, p); err != nil {
+		return err
+	}
+	if empty(&p) {
+		return nil
+	}
+	missA, missP, err := identity.Unconfirmed(ctx, c.imds, p.MAC, p.Addrs, p.Prefixes)
+	if err != nil {
+		return err
+	}
+	seenA := slices.DeleteFunc(slices.Clone(p.Addrs), func(a netip.Addr) bool { return slices.Contains(missA, a) })
+	seenP := slices.DeleteFunc(slices.Clone(p.Prefixes), func(x netip.Prefix) bool { return slices.Contains(missP, x) })
+	if len(seenA)+len(seenP) > 0 {
+		if err := c.admit(p.ENIID, seenA, seenP); err != nil {
+			return err
+		}
+	}
+	if len(missA)+len(missP) > 0 {
+		return fmt.Errorf("imds doesn't show %d addresses and %d prefixes yet", len(missA), len(missP))
+	}
+	return nil
+}
+
+// admit moves addresses IMDS showed from awaited into the pool. The record
+// may have changed while IMDS was asked: only what is still awaited is
+// added, and nothing the pool holds on another ENI.
+func (c *arrival) admit(eniID string, seenA []netip.Addr, seenP []netip.Prefix) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cur := c.pending[eniID]
+	if cur == nil {
+		return nil
+	}
+	onOther := map[netip.Addr]bool{}
+	for _, v := range c.pool.View() {
+		for _, a := range v.Addrs {
+			onOther[a.Addr] = v.ID != eniID
+		}
+	}
+	addA := slices.DeleteFunc(slices.Clone(seenA), func(a netip.Addr) bool { return !slices.Contains(cur.Addrs, a) || onOther[a] })
+	addP := slices.DeleteFunc(slices.Clone(seenP), func(x netip.Prefix) bool {
+		return !slices.Contains(cur.Prefixes, x) || onOther[x.Addr()]
+	})
+	if len(addA)+len(addP) > 0 {
+		n, err := c.pool.AddCapacity(eniID, addA, addP)
+		if err != nil {
+			return fmt.Errorf("add confirmed capacity: %w", err)
+		}
+		c.log.Info("delivered addresses confirmed in IMDS", "eni", eniID, "added", n)
+	}
+	cur.Addrs = slices.DeleteFunc(cur.Addrs, func(a netip.Addr) bool { return slices.Contains(seenA, a) })
+	cur.Prefixes = slices.DeleteFunc(cur.Prefixes, func(x netip.Prefix) bool { return slices.Contains(seenP, x) })
+	// The demand counted these as on their way; now the pool has them (or
+	// another ENI does).
+	c.changed()
+	return nil
+}
+
+// prepare sets up an ENI new to this process: IMDS must show it (it lags an
+// attach too) under the ID the broker gives; then the host side is set up
+// and the ENI recorded in the pool, before any of its addresses can be.
+func (c *arrival) prepare(ctx context.Context, e brokerlink.Delivery) error {
+	c.mu.Lock()
+	done := c.ready[e.ENIID]
+	c.mu.Unlock()
+	if done {
+		return nil
+	}
+	meta, err := identity.ENI(ctx, c.imds, e.MAC)
+	if errors.Is(err, identity.ErrNotFound) {
+		return fmt.Errorf("imds doesn't show eni %s (%s) yet", e.ENIID, e.MAC)
+	}
+	if err != nil {
+		return err
+	}
+	if meta.ENIID != e.ENIID {
+		return fmt.Errorf("imds shows MAC %s as %s, the broker says %s", e.MAC, meta.ENIID, e.ENIID)
+	}
+	primaryIP, _ := meta.PrimaryIPv4()
+	err = c.net.SetupENI(hostnet.ENIConfig{
+		MAC: meta.MAC, DeviceIndex: meta.DeviceNumber, PrimaryIP: primaryIP, Subnet: meta.SubnetCIDR, MTU: c.mtu,
+	})
+	if err != nil {
+		return fmt.Errorf("set up eni %s: %w", e.ENIID, err)
+	}
+	err = c.pool.AddENI(pool.ENI{
+		ID: e.ENIID, MAC: meta.MAC, DeviceIndex: meta.DeviceNumber, Primary: meta.DeviceNumber == 0,
+		SubnetID: meta.SubnetID, SubnetCIDR: meta.SubnetCIDR, PrimaryIP: primaryIP,
+	})
+	if err != nil {
+		return fmt.Errorf("record eni %s: %w", e.ENIID, err)
+	}
+	c.mu.Lock()
+	c.ready[e.ENIID] = true
+	c.mu.Unlock()
+	c.log.Info("ENI set up", "eni", e.ENIID, "mac", meta.MAC, "device_index", meta.DeviceNumber)
+	c.onReady(e.ENIID)
+	return nil
+}

@@ -86,6 +86,9 @@ func newTelemetry(m metric.Meter, a *Agent) (*instruments, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := registerNodeGauges(m, a); err != nil {
+		return nil, err
+	}
 	return t, nil
 }
 

@@ -88,7 +88,8 @@ func New(ctx context.Context, cfg Config) (b *Broker, err error) {
 		return nil, err
 	}
 	if cfg.Meter != nil {
-		if err := metrics.Register(cfg.Meter, metrics.Sources{Limiter: lim, Leader: b.el, State: b.st}); err != nil {
+		if err := metrics.Register(cfg.Meter, metrics.Sources{Limiter: lim, Leader: b.el, State: b.st,
+			Engine: b.engineStats}); err != nil {
 			return nil, err
 		}
 	}
@@ -143,6 +144,15 @@ func (b *Broker) checker() *check.Checker {
 		Cluster: b.cfg.Cluster, Store: b.st, EC2: b.ec2, Logger: b.log.With("component", "check"),
 	})
 	return check.New(rec, b.st, b.cfg.Name, nil)
+}
+
+// engineStats is the engine of the latest term, for the metrics; nil
+// before the first.
+func (b *Broker) engineStats() metrics.Engine {
+	if e := b.Engine(); e != nil {
+		return e
+	}
+	return nil
 }
 
 // Addr is the address the gRPC server listens on.

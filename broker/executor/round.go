@@ -22,6 +22,8 @@ const (
 // planned actions for idle nodes, and proposes releases.
 func (e *Engine) round(ctx context.Context, rs *runState) error {
 	e.count(func(s *Stats) { s.Rounds++ })
+	began := time.Now()
+	defer func() { e.count(func(s *Stats) { s.RoundTime += time.Since(began) }) }()
 	// A node busy when the read starts may change under the read; only
 	// nodes idle both before and after it are planned from it.
 	busyBefore := e.busyNodes(rs)

@@ -1,9 +1,14 @@
 package executor
 
+import "time"
+
 // Stats are the engine's counters since New.
 type Stats struct {
-	// Rounds is how many times the engine looked at its state.
-	Rounds int64
+	// Rounds is how many times the engine looked at its state, and
+	// RoundTime the wall time those rounds took (planning and starting
+	// actions; the EC2 calls run in workers afterwards).
+	Rounds    int64
+	RoundTime time.Duration
 	// Plans is how many non-empty plans it made.
 	Plans int64
 	// Planned counts the actions of those plans by kind ("create-attach",

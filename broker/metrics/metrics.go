@@ -40,6 +40,9 @@ type Sources struct {
 	Leader  Leader
 	// State is etcd, read while Leader leads.
 	State State
+	// Engine returns the leader's engine of the current term (nil when
+	// none); nil Engine skips the planning counters.
+	Engine func() Engine
 	// Now is the clock intent ages are measured with; nil is time.Now.
 	Now func() time.Time
 }
@@ -99,6 +102,11 @@ func Register(m metric.Meter, s Sources) error {
 	}, tokens, size, taken, waited, drained, leading)
 	if err != nil {
 		return fmt.Errorf("register bucket callback: %w", err)
+	}
+	if s.Engine != nil {
+		if err := registerEngine(m, s.Engine); err != nil {
+			return err
+		}
 	}
 	if s.State == nil {
 		return nil

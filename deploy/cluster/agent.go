@@ -27,8 +27,9 @@ const agentHeartbeat = time.Second
 type Agent struct {
 	// Socket is the CNI socket the node's conflist points at; DelQueue
 	// the plugin's DEL queue directory; Checkpoint the allocation
-	// checkpoint; Introspect the 127.0.0.1 address of /v1/pods and friends.
-	Socket, DelQueue, Checkpoint, Introspect string
+	// checkpoint; Introspect the 127.0.0.1 address of /v1/pods and friends;
+	// Metrics the address serving /metrics alone, as a scraper would use.
+	Socket, DelQueue, Checkpoint, Introspect, Metrics string
 
 	proc *process
 }
@@ -49,7 +50,12 @@ func newAgent(bins Binaries, r *run, p agentParams) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
+	metricsAddr, err := freeLocalAddr()
+	if err != nil {
+		return nil, err
+	}
 	a := &Agent{
+		Metrics:    metricsAddr,
 		Socket:     filepath.Join(dir, "cni.sock"),
 		DelQueue:   filepath.Join(dir, "del-queue"),
 		Checkpoint: filepath.Join(dir, "checkpoint.json"),
@@ -63,6 +69,7 @@ func newAgent(bins Binaries, r *run, p agentParams) (*Agent, error) {
 		"--socket=" + a.Socket,
 		"--del-queue-dir=" + a.DelQueue,
 		"--introspect-addr=" + a.Introspect,
+		"--metrics-addr=" + a.Metrics,
 		"--mode=" + p.mode,
 		"--cooldown=" + max(p.cooldown, 0).String(),
 		"--heartbeat-interval=" + agentHeartbeat.String(),

@@ -18,8 +18,9 @@ import (
 // in the run directory. Its address stays the same across restarts, so the
 // agents find it again.
 type Broker struct {
-	// Addr is the gRPC address (127.0.0.1:port).
-	Addr string
+	// Addr is the gRPC address (127.0.0.1:port); Metrics the address of
+	// its /metrics.
+	Addr, Metrics string
 	// Admin and Budget are clients of its operator services.
 	Admin  allotv1.AdminServiceClient
 	Budget allotv1.BudgetServiceClient
@@ -42,7 +43,12 @@ func newBroker(bins Binaries, r *run, cluster, ec2Endpoint string, timeScale flo
 		return nil, err
 	}
 	dir := filepath.Join(r.dir, "broker")
+	metricsAddr, err := freeLocalAddr()
+	if err != nil {
+		return nil, err
+	}
 	args := []string{
+		"--metrics-addr=" + metricsAddr,
 		"--name=broker-1",
 		"--cluster=" + cluster,
 		"--listen=" + addr,
@@ -59,7 +65,7 @@ func newBroker(bins Binaries, r *run, cluster, ec2Endpoint string, timeScale flo
 		return nil, fmt.Errorf("broker client: %w", err)
 	}
 	return &Broker{
-		Addr: addr, Admin: allotv1.NewAdminServiceClient(conn), Budget: allotv1.NewBudgetServiceClient(conn),
+		Addr: addr, Metrics: metricsAddr, Admin: allotv1.NewAdminServiceClient(conn), Budget: allotv1.NewBudgetServiceClient(conn),
 		proc: newProcess("broker", bins.Broker, args, filepath.Join(dir, "broker.log"), r.pidDir()), conn: conn,
 	}, nil
 }

@@ -32,7 +32,7 @@ func exported(t *testing.T) map[string]telemetrytest.Family {
 	if _, err := ec2client.New(context.Background(), ec2client.Config{Region: "us-east-1", Meter: rec}); err != nil {
 		t.Fatal(err)
 	}
-	if err := metrics.Register(rec, metrics.Sources{State: noState{}}); err != nil {
+	if err := metrics.Register(rec, metrics.Sources{State: noState{}, Engine: func() metrics.Engine { return nil }}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := metrics.EtcdDialOptions(rec); err != nil {

@@ -162,22 +162,24 @@ type Engine struct {
 	// inst is the cache of the nodes' instance facts (limits, subnets,
 	// primary ENIs) described from EC2.
 	inst *instances.Manager
+	// unmet is why each node's demand is unmet, and what was published.
+	unmet *unmetBook
 
 	mu    sync.Mutex
 	stats Stats
-	unmet map[string]error
 }
 
 // New returns an engine; call Run to start it.
 func New(cfg Config) *Engine {
 	cfg.defaults()
+	log := cfg.Logger.With("component", "executor")
 	return &Engine{
 		cfg:   cfg,
-		log:   cfg.Logger.With("component", "executor"),
+		log:   log,
+		unmet: newUnmetBook(log),
 		st:    newSerialStore(cfg.Store),
 		ec2:   cfg.EC2,
 		inst:  instances.New(cfg.Store, cfg.EC2, cfg.Interval),
-		unmet: map[string]error{},
 		stats: newStats(),
 	}
 }
@@ -195,6 +197,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	rs := newRunState(cancel)
+	e.unmet.startRun()
 
 	var wg sync.WaitGroup
 	for range workers {
@@ -272,12 +275,4 @@ func (e *Engine) settle(ctx context.Context, wake <-chan int64) {
 // Unmet returns, per node, why its demand is not being met now: a
 // *rpcerr.BudgetError when its subnet's budget refused, or another error. The
 // server reports these to agents and allotctl.
-func (e *Engine) Unmet() map[string]error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	out := make(map[string]error, len(e.unmet))
-	for k, v := range e.unmet {
-		out[k] = v
-	}
-	return out
-}
+func (e *Engine) Unmet() map[string]error { return e.unmet.all() }

@@ -50,7 +50,7 @@ func (e *Engine) begin(ctx context.Context, rs *runState, in store.Intent) (stor
 		var be *rpcerr.BudgetError
 		if errors.As(err, &be) {
 			e.count(func(s *Stats) { s.BudgetRefused++ })
-			e.setUnmet(rs, in.InstanceID, be)
+			e.unmet.set(in.InstanceID, be)
 		}
 		return got, fmt.Errorf("begin %s intent for %s: %w", in.Kind, in.InstanceID, err)
 	}

@@ -32,10 +32,10 @@ func (e *Engine) plan(rs *runState, snap *snapshot, queued map[string]int64, fre
 	for _, pn := range nodes {
 		sf, ok := p.Unmet[pn.InstanceID]
 		if !ok {
-			e.setUnmet(rs, pn.InstanceID, nil)
+			e.unmet.set(pn.InstanceID, nil)
 			continue
 		}
-		e.setUnmet(rs, pn.InstanceID, unmetError(pn, sf, snap.subnets[pn.SubnetID]))
+		e.unmet.set(pn.InstanceID, unmetError(pn, sf, snap.subnets[pn.SubnetID]))
 	}
 	actions, retry := e.admit(rs, p.Actions)
 	if retry > 0 {
@@ -66,7 +66,7 @@ func (e *Engine) plannable(rs *runState, snap *snapshot, free func(string) bool,
 		d := snap.demands[id]
 		if d.Pending+d.WarmShortfall <= 0 {
 			delete(rs.wanting, id)
-			e.setUnmet(rs, id, nil)
+			e.unmet.set(id, nil)
 			continue
 		}
 		if !free(id) {
@@ -78,11 +78,11 @@ func (e *Engine) plannable(rs *runState, snap *snapshot, free func(string) bool,
 		}
 		pn, why := e.plannerNode(rs, snap, n, d)
 		if why != "" {
-			e.setUnmet(rs, id, &reasoned{store.UnmetNotReady, errors.New(why)})
+			e.unmet.set(id, &reasoned{store.UnmetNotReady, errors.New(why)})
 			continue
 		}
 		if pn.Pending+pn.WarmShortfall <= pn.InFlight {
-			e.setUnmet(rs, id, nil)
+			e.unmet.set(id, nil)
 			continue
 		}
 		delete(rs.wanting, id) // a later change gathers afresh
@@ -234,37 +234,4 @@ func unmetError(n planner.Node, sf planner.Shortfall, sn store.Subnet) error {
 		return fmt.Errorf("node %s: %d addresses wait for an ENI being attached", n.InstanceID, sf.Addresses)
 	}
 	return fmt.Errorf("node %s: %d addresses short", n.InstanceID, sf.Addresses)
-}
-
-// setUnmet records (nil: clears) why a node's demand is unmet, logging each
-// new reason once.
-func (e *Engine) setUnmet(rs *runState, node string, err error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if err == nil {
-		delete(e.unmet, node)
-		delete(rs.reported, node)
-		return
-	}
-	e.unmet[node] = err
-	key := reasonKey(err)
-	if rs.reported[node] == key {
-		return
-	}
-	rs.reported[node] = key
-	var be *rpcerr.BudgetError
-	if errors.As(err, &be) {
-		e.log.Warn("demand unmet: subnet budget exhausted", "instance", node, "subnet", be.SubnetID,
-			"limit", be.Limit, "use", be.Use, "requested", be.Requested)
-		return
-	}
-	e.log.Info("demand unmet", "instance", node, "reason", err)
-}
-
-func reasonKey(err error) string {
-	var be *rpcerr.BudgetError
-	if errors.As(err, &be) {
-		return "budget:" + be.SubnetID
-	}
-	return err.Error()
 }

@@ -57,7 +57,7 @@ func (e *Engine) round(ctx context.Context, rs *runState) error {
 	held := e.upkeep(ctx, rs, snap, free, now)
 	e.plan(rs, snap, queued, func(n string) bool { return free(n) && !held[n] }, now)
 	e.proposeReleases(ctx, rs, snap, func(n string) bool { return free(n) && !held[n] }, now)
-	e.publishUnmet(ctx, rs, snap)
+	e.unmet.publish(ctx, e.cfg.Store, snap.nodes, e.cfg.Clock.Now(), func(err error) { e.stopIfDeposed(rs, err) })
 	return nil
 }
 

@@ -20,12 +20,11 @@ type runState struct {
 	ledger *ledger
 
 	// The fields below are guarded by Engine.mu.
-	busy     map[string]int       // node -> tasks queued or running
-	mine     map[string]bool      // open intents owned by a running task
-	backoff  map[string]backoff   // node -> left alone until
-	surplus  map[string]time.Time // node -> first seen with a surplus
-	reported map[string]string    // node -> last unmet reason logged
-	queued   map[string]int64     // subnet -> cost of planned actions not yet begun
+	busy    map[string]int       // node -> tasks queued or running
+	mine    map[string]bool      // open intents owned by a running task
+	backoff map[string]backoff   // node -> left alone until
+	surplus map[string]time.Time // node -> first seen with a surplus
+	queued  map[string]int64     // subnet -> cost of planned actions not yet begun
 	// unstarted counts admitted actions whose first call has not yet
 	// asked its bucket for a token, by that bucket.
 	unstarted map[ratelimit.Class]int
@@ -36,9 +35,6 @@ type runState struct {
 	// (only the round goroutine touches it); wakeAt is when it fires.
 	wake   *time.Timer
 	wakeAt time.Time
-	// published is the unmet status last written per node; nil until the
-	// first round reads what is stored (only the round goroutine touches it).
-	published map[string]published
 	// intentsRead is when the round last read every open intent from etcd
 	// (only the round goroutine touches it).
 	intentsRead time.Time
@@ -51,17 +47,16 @@ type backoff struct {
 
 func newRunState(cancel context.CancelCauseFunc) *runState {
 	return &runState{
-		cancel:   cancel,
-		q:        newQueue(),
-		kick:     make(chan struct{}, 1),
-		busy:     map[string]int{},
-		mine:     map[string]bool{},
-		ledger:   newLedger(),
-		backoff:  map[string]backoff{},
-		surplus:  map[string]time.Time{},
-		reported: map[string]string{},
-		queued:   map[string]int64{},
-		wanting:  map[string]time.Time{},
+		cancel:  cancel,
+		q:       newQueue(),
+		kick:    make(chan struct{}, 1),
+		busy:    map[string]int{},
+		mine:    map[string]bool{},
+		ledger:  newLedger(),
+		backoff: map[string]backoff{},
+		surplus: map[string]time.Time{},
+		queued:  map[string]int64{},
+		wanting: map[string]time.Time{},
 
 		unstarted: map[ratelimit.Class]int{},
 	}

@@ -3,6 +3,8 @@ package executor
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/allotnet/allot/broker/store"
@@ -46,62 +48,136 @@ func unmetStatus(err error) (reason, message string, ok bool) {
 	return "", "", false
 }
 
-// publishUnmet writes the unmet status of the round's nodes where it
-// changed since this run last wrote it (or since the records it found when
-// it started), so an unchanged shortfall costs no write per round.
-func (e *Engine) publishUnmet(ctx context.Context, rs *runState, snap *snapshot) {
-	ss := e.cfg.Store
-	if rs.published == nil {
+// unmetBook is why each node's demand is unmet now: kept for Unmet, logged
+// once per new reason, and published to etcd (store.NodeStatus) where it
+// changed, for WatchNode to pass on to the node's agent.
+type unmetBook struct {
+	log *slog.Logger
+
+	mu       sync.Mutex
+	unmet    map[string]error
+	reported map[string]string // node -> last reason logged, this run
+	// published is the status last written per node; nil until the first
+	// publish of a run reads what is stored (only the round goroutine
+	// touches it).
+	published map[string]published
+}
+
+func newUnmetBook(log *slog.Logger) *unmetBook {
+	return &unmetBook{log: log, unmet: map[string]error{}, reported: map[string]string{}}
+}
+
+// startRun forgets what was logged and published: a new run reads what is
+// stored and logs afresh.
+func (u *unmetBook) startRun() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.reported, u.published = map[string]string{}, nil
+}
+
+// set records (nil: clears) why a node's demand is unmet, logging each new
+// reason once.
+func (u *unmetBook) set(node string, err error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if err == nil {
+		delete(u.unmet, node)
+		delete(u.reported, node)
+		return
+	}
+	u.unmet[node] = err
+	key := reasonKey(err)
+	if u.reported[node] == key {
+		return
+	}
+	u.reported[node] = key
+	var be *rpcerr.BudgetError
+	if errors.As(err, &be) {
+		u.log.Warn("demand unmet: subnet budget exhausted", "instance", node, "subnet", be.SubnetID,
+			"limit", be.Limit, "use", be.Use, "requested", be.Requested)
+		return
+	}
+	u.log.Info("demand unmet", "instance", node, "reason", err)
+}
+
+func reasonKey(err error) string {
+	var be *rpcerr.BudgetError
+	if errors.As(err, &be) {
+		return "budget:" + be.SubnetID
+	}
+	return err.Error()
+}
+
+// all returns a copy of the unmet reasons by node.
+func (u *unmetBook) all() map[string]error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	out := make(map[string]error, len(u.unmet))
+	for k, v := range u.unmet {
+		out[k] = v
+	}
+	return out
+}
+
+// publish writes the unmet status of the round's nodes where it changed
+// since this run last wrote it (or since the records it found when it
+// started), so an unchanged shortfall costs no write per round. failed
+// sees each write that failed.
+func (u *unmetBook) publish(ctx context.Context, ss NodeStatus, nodes []store.Node, now time.Time, failed func(error)) {
+	if u.published == nil {
 		stored, err := ss.ListNodeStatus(ctx)
 		if err != nil {
-			e.log.Warn("reading node status", "err", err)
+			u.log.Warn("reading node status", "err", err)
 			return
 		}
-		rs.published = make(map[string]published, len(stored))
+		u.published = make(map[string]published, len(stored))
 		for id, st := range stored {
-			rs.published[id] = published{reason: st.Reason, message: st.Message, at: st.UpdatedAt}
+			u.published[id] = published{reason: st.Reason, message: st.Message, at: st.UpdatedAt}
 		}
 	}
-	e.mu.Lock()
-	unmet := make(map[string]error, len(e.unmet))
-	for k, v := range e.unmet {
-		unmet[k] = v
+	unmet := u.all()
+	present := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		present[n.InstanceID] = true
 	}
-	e.mu.Unlock()
-	now := e.cfg.Clock.Now()
-	for id := range rs.published {
-		if _, ok := snap.node[id]; !ok {
-			delete(rs.published, id) // deleted nodes take their status along
+	for id := range u.published {
+		if !present[id] {
+			delete(u.published, id) // deleted nodes take their status along
 		}
 	}
-	for _, n := range snap.nodes {
-		id := n.InstanceID
-		have, had := rs.published[id]
-		err, isUnmet := unmet[id]
-		if !isUnmet {
-			if !had {
-				continue
-			}
-			if werr := ss.ClearNodeStatus(ctx, id); werr != nil {
-				e.stopIfDeposed(rs, werr)
-				e.log.Warn("clearing node status", "instance", id, "err", werr)
-				continue
-			}
-			delete(rs.published, id)
-			continue
+	for _, n := range nodes {
+		if err := u.publishOne(ctx, ss, n.InstanceID, unmet, now); err != nil {
+			failed(err)
 		}
-		reason, msg, ok := unmetStatus(err)
-		if !ok {
-			continue
-		}
-		if had && have.reason == reason && (have.message == msg || now.Sub(have.at) < statusRefresh) {
-			continue
-		}
-		if werr := ss.PutNodeStatus(ctx, store.NodeStatus{InstanceID: id, Reason: reason, Message: msg, UpdatedAt: now.UTC()}); werr != nil {
-			e.stopIfDeposed(rs, werr)
-			e.log.Warn("publishing node status", "instance", id, "err", werr)
-			continue
-		}
-		rs.published[id] = published{reason: reason, message: msg, at: now}
 	}
+}
+
+// publishOne writes or clears one node's status if it changed.
+func (u *unmetBook) publishOne(ctx context.Context, ss NodeStatus, id string, unmet map[string]error, now time.Time) error {
+	have, had := u.published[id]
+	err, isUnmet := unmet[id]
+	if !isUnmet {
+		if !had {
+			return nil
+		}
+		if werr := ss.ClearNodeStatus(ctx, id); werr != nil {
+			u.log.Warn("clearing node status", "instance", id, "err", werr)
+			return werr
+		}
+		delete(u.published, id)
+		return nil
+	}
+	reason, msg, ok := unmetStatus(err)
+	if !ok {
+		return nil
+	}
+	if had && have.reason == reason && (have.message == msg || now.Sub(have.at) < statusRefresh) {
+		return nil
+	}
+	if werr := ss.PutNodeStatus(ctx, store.NodeStatus{InstanceID: id, Reason: reason, Message: msg, UpdatedAt: now.UTC()}); werr != nil {
+		u.log.Warn("publishing node status", "instance", id, "err", werr)
+		return werr
+	}
+	u.published[id] = published{reason: reason, message: msg, at: now}
+	return nil
 }

@@ -8,6 +8,7 @@
 //	allotctl enis [--node i-...] [-o json]
 //	allotctl status [-o json]
 //	allotctl check [--stale-after 10m] [--agents host:port,...] [-o json]
+//	allotctl support-bundle [--agents host:port,...] [--out file.tar.gz]
 //
 // Errors print the broker's message and exit 1; usage errors exit 2;
 // check exits 3 when it finds a disagreement.
@@ -73,6 +74,8 @@ var commands = map[string]command{
 	"status":  {summary: "leader and cluster totals", run: cmdStatus},
 	"check": {summary: "compare EC2, etcd and (--agents) the agents' pools and host devices; exit 3 on any disagreement",
 		run: cmdCheck, flags: checkFlags},
+	"support-bundle": {summary: "write a tarball of what the broker and (--agents) the agents report, for a bug report",
+		run: cmdSupportBundle, flags: bundleFlags},
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -160,8 +163,8 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 func usage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintln(w, "usage: allotctl [flags] <command> [args] [flags]")
 	fmt.Fprintln(w, "\ncommands:")
-	for _, n := range []string{"budgets", "budget", "nodes", "enis", "status", "check"} {
-		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
+	for _, n := range []string{"budgets", "budget", "nodes", "enis", "status", "check", "support-bundle"} {
+		fmt.Fprintf(w, "  %-14s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprintln(w, "\nflags:")
 	fs.SetOutput(w)

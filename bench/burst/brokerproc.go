@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"google.golang.org/grpc"
 	"log/slog"
 	"net"
 	"net/http"
@@ -48,7 +49,12 @@ type BrokerConfig struct {
 	// CPUProfile, if set, is where the child writes a pprof CPU profile of
 	// the broker when it stops.
 	CPUProfile string
-	Logger     *slog.Logger
+	// PKIDir holds the broker's certificate and awssim's identity
+	// certificate (writePKI); the broker serves TLS and requires
+	// attestation. Empty serves plaintext to anyone (tests of the harness
+	// itself only).
+	PKIDir string
+	Logger *slog.Logger
 }
 
 // Flags registers the config's flags on fs, with c's values as defaults.
@@ -62,6 +68,7 @@ func (c *BrokerConfig) Flags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.Fsync, "etcd-fsync", c.Fsync, "fsync etcd's WAL (production behaviour)")
 	fs.BoolVar(&c.Reconciler, "reconciler", c.Reconciler, "run the reconciler on the leader")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", c.CPUProfile, "write a CPU profile here on exit")
+	fs.StringVar(&c.PKIDir, "pki-dir", c.PKIDir, "directory with the broker's certificate and awssim's identity certificate (TLS and attestation on)")
 }
 
 // Args is the command line Flags parses back into c.
@@ -73,6 +80,7 @@ func (c BrokerConfig) Args() []string {
 		"--etcd-fsync=" + strconv.FormatBool(c.Fsync),
 		"--reconciler=" + strconv.FormatBool(c.Reconciler),
 		"--cpuprofile", c.CPUProfile,
+		"--pki-dir", c.PKIDir,
 	}
 }
 
@@ -117,6 +125,15 @@ func StartBroker(ctx context.Context, cfg BrokerConfig) (*Broker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bench broker: %w", err)
 	}
+	var gc brokerd.GRPCConfig
+	var ac *brokerd.AuthConfig
+	if cfg.PKIDir != "" {
+		opt, a, err := brokerSecurity(cfg.PKIDir)
+		if err != nil {
+			return nil, err
+		}
+		gc.Options, ac = []grpc.ServerOption{opt}, a
+	}
 	b, err := brokerd.New(ctx, brokerd.Config{
 		Name: "bench-broker", Cluster: Cluster, Listen: "127.0.0.1:0",
 		Etcd:         brokerd.EtcdConfig{DataDir: filepath.Join(cfg.DataDir, "etcd"), UnsafeNoFsync: !cfg.Fsync},
@@ -124,6 +141,8 @@ func StartBroker(ctx context.Context, cfg BrokerConfig) (*Broker, error) {
 		Clock:        simClock,
 		NoReconciler: !cfg.Reconciler,
 		Logger:       cfg.Logger,
+		GRPC:         gc,
+		Auth:         ac,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("bench broker: %w", err)

@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/allotnet/allot/agent/brokerlink"
 	"github.com/allotnet/allot/agent/daemon"
@@ -45,20 +45,27 @@ type allotFleet struct {
 	// per-pod hot path. The agent makes none by design.
 	hotCalls atomic.Int64
 
+	// tls verifies the broker; each agent attests on its own.
+	tls credentials.TransportCredentials
+
 	runCtx context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
 
 // newAllotFleet returns an empty fleet; join adds nodes to it.
-func newAllotFleet(ctx context.Context, cfg Config, mode daemon.Mode, brokerAddr, dir string) (*allotFleet, error) {
+func newAllotFleet(ctx context.Context, cfg Config, mode daemon.Mode, brokerAddr, dir, pkiDir string) (*allotFleet, error) {
+	tc, err := agentTLS(pkiDir)
+	if err != nil {
+		return nil, err
+	}
 	limits, ok := catalogLimits(cfg.InstanceType)
 	if !ok {
 		return nil, fmt.Errorf("instance type %s: limits unknown to the agent", cfg.InstanceType)
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	return &allotFleet{
-		cfg: cfg, mode: mode, brokerAddr: brokerAddr, dir: dir,
+		cfg: cfg, mode: mode, brokerAddr: brokerAddr, dir: dir, tls: tc,
 		targets: pool.DefaultTargets(mode == daemon.ModePrefix), limits: limits,
 		runCtx: runCtx, cancel: cancel,
 	}, nil
@@ -78,7 +85,7 @@ func (f *allotFleet) join(ctx context.Context, insts []awssim.AdminInstance) err
 	g.SetLimit(32)
 	for i, inst := range insts {
 		g.Go(func() error {
-			n, err := startAgent(gctx, f.runCtx, f.cfg, f.mode, inst, f.brokerAddr, filepath.Join(f.dir, inst.ID), hot, &f.wg)
+			n, err := startAgent(gctx, f.runCtx, f.cfg, f.mode, inst, f.brokerAddr, filepath.Join(f.dir, inst.ID), hot, f.tls, &f.wg)
 			if err != nil {
 				return fmt.Errorf("agent %s: %w", inst.ID, err)
 			}
@@ -96,7 +103,7 @@ func (f *allotFleet) join(ctx context.Context, insts []awssim.AdminInstance) err
 }
 
 func startAgent(ctx, runCtx context.Context, cfg Config, mode daemon.Mode, inst awssim.AdminInstance, brokerAddr, dir string,
-	hot grpc.UnaryClientInterceptor, wg *sync.WaitGroup) (*allotNode, error) {
+	hot grpc.UnaryClientInterceptor, tc credentials.TransportCredentials, wg *sync.WaitGroup) (*allotNode, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -104,10 +111,15 @@ func startAgent(ctx, runCtx context.Context, cfg Config, mode daemon.Mode, inst 
 	if err != nil {
 		return nil, err
 	}
-	conn, err := grpc.NewClient(brokerAddr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithUnaryInterceptor(hot))
+	creds, err := agentCredentials(im)
 	if err != nil {
 		return nil, err
 	}
+	conn, err := grpc.NewClient(brokerAddr, append(creds.DialOptions(), grpc.WithTransportCredentials(tc), grpc.WithUnaryInterceptor(hot))...)
+	if err != nil {
+		return nil, err
+	}
+	bindAttestation(creds, conn)
 	rec := hostnettest.NewRecorder()
 	a, err := daemon.New(daemon.Config{
 		Mode:           mode,

@@ -117,6 +117,11 @@ type Result struct {
 
 	// SetupWall is the wall time of join and warm-up.
 	SetupWall float64 `json:"setup_wall_s"`
+	// SetupDescribeInstances is how many DescribeInstances calls join and
+	// warm-up made: for allot, attestation and registration checking each
+	// node's claims against EC2 (one cached, batched answer per node at
+	// most); for the ipamd baseline, its own per-node calls.
+	SetupDescribeInstances int64 `json:"setup_describe_instances"`
 	// Problems are correctness failures: unplaced pods, duplicate
 	// addresses, addresses EC2 doesn't put on the node, hostnet errors.
 	Problems []string `json:"problems,omitempty"`

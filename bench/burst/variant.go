@@ -93,15 +93,24 @@ func runVariant(ctx context.Context, cfg Config, v Variant, work string) (res Re
 			return res, err
 		}
 		defer os.RemoveAll(etcdDir)
+		pkiDir := filepath.Join(etcdDir, "pki")
+		idPEM, err := cloud.admin.identityCertificate(ctx)
+		if err != nil {
+			return res, err
+		}
+		if err := writePKI(pkiDir, idPEM); err != nil {
+			return res, err
+		}
 		broker, err = startBrokerHandle(ctx, cfg, BrokerConfig{
 			DataDir: etcdDir, EC2Endpoint: cloud.ec2, Share: v.Share, TimeScale: cfg.TimeScale,
 			Fsync: cfg.EtcdFsync, Reconciler: true, CPUProfile: profilePath(cfg.BrokerCPUProfile, v),
+			PKIDir: pkiDir,
 		})
 		if err != nil {
 			return res, err
 		}
 		defer broker.stop()
-		if af, err = newAllotFleet(ctx, cfg, v.Mode, broker.addr, filepath.Join(work, "nodes")); err != nil {
+		if af, err = newAllotFleet(ctx, cfg, v.Mode, broker.addr, filepath.Join(work, "nodes"), pkiDir); err != nil {
 			return res, err
 		}
 		defer af.stop()
@@ -150,6 +159,9 @@ func runVariant(ctx context.Context, cfg Config, v Variant, work string) (res Re
 	res.LowerBoundSim = lowerBound(lowerbound.MinCalls(podsOnly), lbShare).Seconds()
 	if len(plan.Unmet) > 0 {
 		res.Problems = append(res.Problems, fmt.Sprintf("the planner cannot meet %d nodes' demand (%v)", len(plan.Unmet), anyUnmet(plan)))
+	}
+	if setup, err := cloud.admin.Counters(ctx); err == nil {
+		res.SetupDescribeInstances = setup["DescribeInstances"].Calls
 	}
 	if err := cloud.admin.ResetCounters(ctx); err != nil {
 		return res, err

@@ -2,16 +2,10 @@ package daemon
 
 import (
 	"errors"
-	"net/netip"
-	"slices"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/allotnet/allot/agent/brokerlink/brokertest"
-	"github.com/allotnet/allot/agent/checkpoint"
 	"github.com/allotnet/allot/agent/cniserver"
 	"github.com/allotnet/allot/agent/hostnet/hostnettest"
 )
@@ -56,84 +50,6 @@ func TestBrokerDownAddsServedFromPool(t *testing.T) {
 		t.Fatalf("status with the broker back: %v", err)
 	}
 	mustAdd(t, a, podReq("c4", "d"))
-}
-
-// A release proposal is acknowledged only for addresses that are free right
-// now: not held by a pod, not cooling. Acknowledged addresses are never
-// handed out, and leave the pool once the broker has taken them.
-func TestReleaseAckedOnlyForFreeAddresses(t *testing.T) {
-	e := newEnv(t)
-	a := e.start(e.config(), hostnettest.NewRecorder())
-	got := e.deliver(a, 4)
-	held := mustAdd(t, a, podReq("held", "a")).Address.Addr()
-	cooling := mustAdd(t, a, podReq("gone", "b")).Address.Addr()
-	if err := a.Del(ctxT(t), podReq("gone", "b")); err != nil {
-		t.Fatal(err)
-	}
-	var free []netip.Addr
-	for _, g := range got {
-		if g != held && g != cooling {
-			free = append(free, g)
-		}
-	}
-	var all []string
-	for _, g := range got {
-		all = append(all, g.String())
-	}
-	id := e.broker.Propose(e.inst, all)
-	var ackd []string
-	brokertest.WaitFor(t, 10*time.Second, "the release acknowledgement", func() bool {
-		ack, ok := e.broker.Ack(id)
-		ackd = ack.GetAddresses()
-		return ok
-	})
-	slices.Sort(ackd)
-	want := []string{free[0].String(), free[1].String()}
-	slices.Sort(want)
-	if !slices.Equal(ackd, want) {
-		t.Fatalf("acknowledged %v, want exactly the free %v (held %v, cooling %v)", ackd, want, held, cooling)
-	}
-	// Set aside: not handed out while the broker carries the release out.
-	for _, ad := range a.Pool().Snapshot().Addresses {
-		if slices.Contains(free, ad.Addr) && (ad.State != checkpoint.Releasing || ad.ReleaseID != id) {
-			t.Fatalf("acknowledged %v is %s/%q, want releasing for %s", ad.Addr, ad.State, ad.ReleaseID, id)
-		}
-	}
-	if err := e.broker.CarryOut(id); err != nil {
-		t.Fatal(err)
-	}
-	brokertest.WaitFor(t, 10*time.Second, "released addresses to leave the pool", func() bool {
-		s := a.Pool().Stats()
-		return s.Total == 2 && s.Releasing == 0
-	})
-	for _, ad := range a.Pool().Snapshot().Addresses {
-		if slices.Contains(free, ad.Addr) {
-			t.Fatalf("released %v still in the pool", ad.Addr)
-		}
-	}
-	if _, ok := a.Pool().Get(keyOf(podReq("held", "a").Attachment)); !ok {
-		t.Fatal("the held pod lost its allocation")
-	}
-}
-
-// A release whose ack never reached the broker and that the broker then
-// withdrew gives its addresses back to the pool.
-func TestWithdrawnReleaseReturnsAddresses(t *testing.T) {
-	e := newEnv(t)
-	a := e.start(e.config(), hostnettest.NewRecorder())
-	got := e.deliver(a, 2)
-	e.broker.FailAcks(status.Error(codes.Unavailable, "injected: ack lost"))
-	id := e.broker.Propose(e.inst, []string{got[0].String(), got[1].String()})
-	brokertest.WaitFor(t, 10*time.Second, "addresses set aside for the release", func() bool {
-		return a.Pool().Stats().Releasing == 2
-	})
-	e.broker.FailAcks(nil)
-	e.broker.Withdraw(id)
-	brokertest.WaitFor(t, 10*time.Second, "addresses back in the pool", func() bool {
-		s := a.Pool().Stats()
-		return s.Releasing == 0 && s.Available() == 2
-	})
-	mustAdd(t, a, podReq("c1", "a"))
 }
 
 // Addresses the broker stops listing leave the pool only if no pod holds

@@ -19,6 +19,7 @@ import (
 	"github.com/allotnet/allot/agent/pool"
 	"github.com/allotnet/allot/awssim"
 	"github.com/allotnet/allot/awssim/scenario"
+	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 
 // env is one simulated node: awssim (EC2 and this instance's IMDS, reached
@@ -100,7 +101,14 @@ func (e *env) start(cfg Config, net *hostnettest.Recorder) *agentRun {
 	if cfg.Limits == (pool.Limits{}) {
 		cfg.Limits = pool.Limits{MaxENIs: 4, IPv4PerENI: 15}
 	}
-	a, err := New(cfg, Deps{IMDS: e.imds, Network: net, Broker: e.broker.Client(), Logger: testLogger(e.t)})
+	return e.startOn(cfg, net, e.broker.Client())
+}
+
+// startOn starts an agent over net talking to broker and waits until it
+// serves.
+func (e *env) startOn(cfg Config, net *hostnettest.Recorder, broker allotv1.NodeServiceClient) *agentRun {
+	e.t.Helper()
+	a, err := New(cfg, Deps{IMDS: e.imds, Network: net, Broker: broker, Logger: testLogger(e.t)})
 	if err != nil {
 		e.t.Fatal(err)
 	}

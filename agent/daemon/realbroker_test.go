@@ -15,6 +15,7 @@ import (
 	"github.com/allotnet/allot/broker/brokerd"
 	"github.com/allotnet/allot/broker/etcdembed/etcdembedtest"
 	"github.com/allotnet/allot/broker/executor"
+	"github.com/allotnet/allot/broker/store"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 
@@ -24,6 +25,14 @@ import (
 // reconciler stays off. It returns a NodeService client. opts adjust the
 // engine's configuration.
 func (e *env) realBroker(opts ...func(*executor.Config)) allotv1.NodeServiceClient {
+	client, _ := e.realBrokerWith(nil, opts...)
+	return client
+}
+
+// realBrokerWith is realBroker that also returns the broker's store, for a
+// test to act as the leader's engine would (propose or withdraw a release),
+// and dials with dial added to the client's options.
+func (e *env) realBrokerWith(dial []grpc.DialOption, opts ...func(*executor.Config)) (allotv1.NodeServiceClient, *store.Store) {
 	t := e.t
 	t.Helper()
 	ecfg := executor.Config{Interval: 100 * time.Millisecond}
@@ -48,7 +57,7 @@ func (e *env) realBroker(opts ...func(*executor.Config)) allotv1.NodeServiceClie
 		defer close(done)
 		_ = b.Run(ctx)
 	}()
-	conn, err := grpc.NewClient(b.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(b.Addr(), append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, dial...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +67,7 @@ func (e *env) realBroker(opts ...func(*executor.Config)) allotv1.NodeServiceClie
 		<-done
 		b.Close()
 	})
-	return allotv1.NewNodeServiceClient(conn)
+	return allotv1.NewNodeServiceClient(conn), b.Store()
 }
 
 // Against the real broker (etcd, engine, awssim through the SDK), an agent

@@ -6,9 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/allotnet/allot/agent/brokerlink/brokertest"
 	"github.com/allotnet/allot/awssim"
 	"github.com/allotnet/allot/awssim/scenario"
+	"github.com/allotnet/allot/broker/brokerd"
+	"github.com/allotnet/allot/broker/etcdembed/etcdembedtest"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 
@@ -27,7 +28,7 @@ func TestDialBrokerFallsBackToAnswering(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sim.Close()
-	live := brokertest.Start(t, sim.World())
+	live := startBroker(t, sim)
 
 	// A port nobody listens on.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -47,12 +48,40 @@ func TestDialBrokerFallsBackToAnswering(t *testing.T) {
 	_, err = allotv1.NewNodeServiceClient(conn).Register(ctx, &allotv1.RegisterRequest{Node: &allotv1.NodeIdentity{
 		InstanceId: inst.ID, InstanceType: inst.Type, AvailabilityZone: inst.AvailabilityZone, VpcId: inst.VPCID,
 		SubnetId: inst.SubnetID, PrimaryEniId: prim.ID, PrimaryMac: prim.MAC, PrimaryIp: prim.PrivateIP,
-		VpcCidrs: []string{"10.0.0.0/16"},
+		SecurityGroupIds: prim.SecurityGroups, VpcCidrs: []string{"10.0.0.0/16"},
 	}})
 	if err != nil {
 		t.Fatalf("register through the address list: %v", err)
 	}
-	if live.Registration(inst.ID) == nil {
-		t.Fatal("the answering broker did not see the registration")
+	if _, err := live.Store().GetNode(ctx, inst.ID); err != nil {
+		t.Fatalf("the answering broker has no record of the registration: %v", err)
 	}
+}
+
+// startBroker runs a broker in-process, assembled as allot-broker assembles
+// it, on embedded etcd and sim, until the test ends.
+func startBroker(t *testing.T, sim *awssim.Sim) *brokerd.Broker {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	b, err := brokerd.New(ctx, brokerd.Config{
+		Name: "conn-test", Cluster: "conn-test", Listen: "127.0.0.1:0",
+		Etcd:         brokerd.EtcdConfig{Client: etcdembedtest.Start(t)},
+		EC2:          brokerd.EC2Config{Endpoint: sim.EC2Endpoint(), BucketShare: 1},
+		NoReconciler: true,
+	})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = b.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		b.Close()
+	})
+	return b
 }

@@ -29,7 +29,7 @@ func (e *Engine) createAttach(ctx context.Context, rs *runState, a planner.Actio
 	if err != nil {
 		return err
 	}
-	defer e.own(rs, in.ID, false)
+	defer rs.own(in.ID, false)
 	sgs := a.SecurityGroups
 	if len(sgs) == 0 {
 		sgs = n.SecurityGroups
@@ -89,7 +89,7 @@ func (e *Engine) attach(ctx context.Context, rs *runState, eni store.ENI) error 
 	if err != nil {
 		return err
 	}
-	defer e.own(rs, in.ID, false)
+	defer rs.own(in.ID, false)
 	attachmentID, err := e.ec2.AttachENI(ctx, eni.ID, eni.InstanceID, eni.DeviceIndex)
 	if err != nil {
 		e.fail(ctx, in, err)
@@ -116,7 +116,7 @@ func (e *Engine) modify(ctx context.Context, rs *runState, eni store.ENI, attach
 	if err != nil {
 		return err
 	}
-	defer e.own(rs, in.ID, false)
+	defer rs.own(in.ID, false)
 	err = e.ec2.SetDeleteOnTermination(ctx, eni.ID, attachmentID, true)
 	if err != nil {
 		e.fail(ctx, in, err)
@@ -149,7 +149,7 @@ func (e *Engine) resumeAttach(ctx context.Context, rs *runState, eni store.ENI) 
 		if err != nil {
 			return err
 		}
-		defer e.own(rs, in.ID, false)
+		defer rs.own(in.ID, false)
 		if err := e.st.CompleteAttach(ctx, in.ID, eni.ID, x.DeviceIndex); err != nil {
 			return fmt.Errorf("record attached ENI %s: %w", eni.ID, err)
 		}
@@ -171,7 +171,7 @@ func (e *Engine) deleteENI(ctx context.Context, rs *runState, eni store.ENI) err
 	if err != nil {
 		return err
 	}
-	defer e.own(rs, in.ID, false)
+	defer rs.own(in.ID, false)
 	err = e.ec2.DeleteENI(ctx, eni.ID)
 	if err != nil && !ec2client.IsNotFound(err) {
 		e.fail(ctx, in, err)
@@ -193,7 +193,7 @@ func (e *Engine) forget(ctx context.Context, rs *runState, eni store.ENI, why st
 	if err != nil {
 		return err
 	}
-	defer e.own(rs, in.ID, false)
+	defer rs.own(in.ID, false)
 	if err := e.st.CompleteDelete(ctx, in.ID, eni.ID); err != nil {
 		return fmt.Errorf("remove record of vanished ENI %s: %w", eni.ID, err)
 	}
@@ -230,7 +230,7 @@ func (e *Engine) assign(ctx context.Context, rs *runState, a planner.Action, eni
 	if err != nil {
 		return err
 	}
-	defer e.own(rs, in.ID, false)
+	defer rs.own(in.ID, false)
 	added, err := e.ec2.AssignAddresses(ctx, a.ENIID, a.Count, prefix)
 	if err != nil {
 		e.fail(ctx, in, err)

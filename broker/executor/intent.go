@@ -42,10 +42,10 @@ func (e *Engine) begin(ctx context.Context, rs *runState, in store.Intent) (stor
 	if in.ID == "" {
 		in.ID = NewIntentID(ExecutorIntentPrefix)
 	}
-	e.own(rs, in.ID, true)
+	rs.own(in.ID, true)
 	got, err := e.st.BeginIntent(ctx, in)
 	if err != nil {
-		e.own(rs, in.ID, false)
+		rs.own(in.ID, false)
 		e.stopIfDeposed(rs, err)
 		var be *rpcerr.BudgetError
 		if errors.As(err, &be) {

@@ -42,8 +42,8 @@ func (e *Engine) admit(rs *runState, actions []planner.Action) ([]planner.Action
 		return actions, 0
 	}
 	lim := src.Limiter()
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
 	allow := map[ratelimit.Class]float64{}
 	var out []planner.Action
 	var retry time.Duration

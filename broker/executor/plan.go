@@ -97,8 +97,8 @@ func (e *Engine) queueActions(rs *runState, snap *snapshot, actions []planner.Ac
 		n := snap.node[a.InstanceID]
 		switch a.Kind {
 		case planner.CreateAttach:
-			begun := e.queue(rs, a.SubnetID, a.Cost(), firstClass(a))
-			e.schedule(rs, a.InstanceID, kindCreateAttach, a.Urgent, func(ctx context.Context) error {
+			begun := rs.queue(a.SubnetID, a.Cost(), firstClass(a))
+			rs.schedule(a.InstanceID, kindCreateAttach, a.Urgent, func(ctx context.Context) error {
 				defer begun()
 				return e.createAttach(ctx, rs, a, n, begun)
 			})
@@ -107,8 +107,8 @@ func (e *Engine) queueActions(rs *runState, snap *snapshot, actions []planner.Ac
 			if a.SubnetID == "" {
 				a.SubnetID = eni.SubnetID
 			}
-			begun := e.queue(rs, a.SubnetID, a.Cost(), firstClass(a))
-			e.schedule(rs, a.InstanceID, kindAssign, a.Urgent, func(ctx context.Context) error {
+			begun := rs.queue(a.SubnetID, a.Cost(), firstClass(a))
+			rs.schedule(a.InstanceID, kindAssign, a.Urgent, func(ctx context.Context) error {
 				defer begun()
 				return e.assign(ctx, rs, a, eni, begun)
 			})

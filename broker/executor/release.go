@@ -53,8 +53,8 @@ func (e *Engine) proposeReleases(ctx context.Context, rs *runState, snap *snapsh
 // surplusSeen records when a node's surplus was first seen (zero clears it)
 // and returns that time.
 func (e *Engine) surplusSeen(rs *runState, node string, now time.Time) time.Time {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
 	if now.IsZero() {
 		delete(rs.surplus, node)
 		return now
@@ -101,7 +101,7 @@ func (e *Engine) carryOutRelease(ctx context.Context, rs *runState, r store.Rele
 		if err != nil {
 			return err
 		}
-		defer e.own(rs, in.ID, false)
+		defer rs.own(in.ID, false)
 		err = e.ec2.UnassignAddresses(ctx, eni.ID, addrs, prefixes)
 		if err != nil {
 			e.fail(ctx, in, err)
@@ -139,7 +139,7 @@ func (e *Engine) detach(ctx context.Context, rs *runState, eni store.ENI) error 
 	if err != nil {
 		return err
 	}
-	defer e.own(rs, in.ID, false)
+	defer rs.own(in.ID, false)
 	if x.AttachmentID != "" {
 		err = e.ec2.DetachENI(ctx, x.AttachmentID, false)
 		if err != nil {

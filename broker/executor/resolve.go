@@ -97,10 +97,7 @@ var errClosed = errors.New("intent no longer open")
 // running task holds, and not one the reconciler wrote moments ago and is
 // still carrying out.
 func (e *Engine) resolvable(rs *runState, in store.Intent, now time.Time) bool {
-	e.mu.Lock()
-	mine := rs.mine[in.ID]
-	e.mu.Unlock()
-	if mine {
+	if rs.owned(in.ID) {
 		return false
 	}
 	if strings.HasPrefix(in.ID, ReconcilerIntentPrefix) && now.Sub(in.CreatedAt) < staleIntent {
@@ -129,8 +126,8 @@ func (e *Engine) resolveIntents(ctx context.Context, rs *runState, ins []store.I
 }
 
 func (e *Engine) resolve(ctx context.Context, rs *runState, in store.Intent) error {
-	e.own(rs, in.ID, true)
-	defer e.own(rs, in.ID, false)
+	rs.own(in.ID, true)
+	defer rs.own(in.ID, false)
 	// The list it came from may be stale: act only on an intent still open.
 	cur, err := e.st.GetIntent(ctx, in.ID)
 	switch {

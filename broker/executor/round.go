@@ -26,10 +26,10 @@ func (e *Engine) round(ctx context.Context, rs *runState) error {
 	defer func() { e.count(func(s *Stats) { s.RoundTime += time.Since(began) }) }()
 	// A node busy when the read starts may change under the read; only
 	// nodes idle both before and after it are planned from it.
-	busyBefore := e.busyNodes(rs)
+	busyBefore := rs.busyNodes()
 	// Read before the snapshot: an action begun after this read is counted
 	// here or in the snapshot's reservations, maybe both, never neither.
-	queued := e.queuedCost(rs)
+	queued := rs.queuedCost()
 	now := e.cfg.Clock.Now()
 	full := now.Sub(rs.intentsRead) >= e.cfg.Interval
 	snap, err := e.load(ctx, full)
@@ -53,22 +53,12 @@ func (e *Engine) round(ctx context.Context, rs *runState) error {
 		}
 	}
 	now = e.cfg.Clock.Now()
-	free := func(node string) bool { return !busyBefore[node] && e.idle(rs, node, now) }
+	free := func(node string) bool { return !busyBefore[node] && rs.idle(node, now) }
 	held := e.upkeep(ctx, rs, snap, free, now)
 	e.plan(rs, snap, queued, func(n string) bool { return free(n) && !held[n] }, now)
 	e.proposeReleases(ctx, rs, snap, func(n string) bool { return free(n) && !held[n] }, now)
 	e.unmet.publish(ctx, e.cfg.Store, snap.nodes, e.cfg.Clock.Now(), func(err error) { e.stopIfDeposed(rs, err) })
 	return nil
-}
-
-func (e *Engine) busyNodes(rs *runState) map[string]bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	out := make(map[string]bool, len(rs.busy))
-	for n := range rs.busy {
-		out[n] = true
-	}
-	return out
 }
 
 // upkeep queues the work that must finish before a node is planned again:
@@ -87,7 +77,7 @@ func (e *Engine) upkeep(ctx context.Context, rs *runState, snap *snapshot, free 
 		if len(stale) == 0 || !free(node) {
 			continue
 		}
-		e.schedule(rs, node, kindResolve, false, func(ctx context.Context) error {
+		rs.schedule(node, kindResolve, false, func(ctx context.Context) error {
 			return e.resolveIntents(ctx, rs, stale)
 		})
 	}
@@ -103,7 +93,7 @@ func (e *Engine) upkeep(ctx context.Context, rs *runState, snap *snapshot, free 
 				held[id] = true
 				if free(id) {
 					eni := x
-					e.schedule(rs, id, kindResumeAttach, false, func(ctx context.Context) error {
+					rs.schedule(id, kindResumeAttach, false, func(ctx context.Context) error {
 						return e.resumeAttach(ctx, rs, eni)
 					})
 				}
@@ -111,7 +101,7 @@ func (e *Engine) upkeep(ctx context.Context, rs *runState, snap *snapshot, free 
 				held[id] = true
 				if free(id) {
 					eni := x
-					e.schedule(rs, id, kindDelete, false, func(ctx context.Context) error {
+					rs.schedule(id, kindDelete, false, func(ctx context.Context) error {
 						return e.deleteDetached(ctx, rs, eni)
 					})
 				}
@@ -126,7 +116,7 @@ func (e *Engine) upkeep(ctx context.Context, rs *runState, snap *snapshot, free 
 				held[id] = true
 				if free(id) {
 					rel, usage, eni := r, snap.usage[id], snap.enis[r.ENIID]
-					e.schedule(rs, id, kindUnassign, false, func(ctx context.Context) error {
+					rs.schedule(id, kindUnassign, false, func(ctx context.Context) error {
 						return e.carryOutRelease(ctx, rs, rel, eni, usage)
 					})
 				}

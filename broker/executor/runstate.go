@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/allotnet/allot/broker/ratelimit"
@@ -19,7 +20,8 @@ type runState struct {
 	// ledger is what was delivered to each node lately.
 	ledger *ledger
 
-	// The fields below are guarded by Engine.mu.
+	mu sync.Mutex // guards the fields below
+
 	busy    map[string]int       // node -> tasks queued or running
 	mine    map[string]bool      // open intents owned by a running task
 	backoff map[string]backoff   // node -> left alone until
@@ -90,31 +92,16 @@ func (e *Engine) work(ctx context.Context, rs *runState) {
 		}
 		e.count(func(s *Stats) { s.Started[t.kind]++ })
 		err := t.fn(ctx)
-		now := e.cfg.Clock.Now()
-		e.mu.Lock()
-		switch {
-		case ctx.Err() != nil:
-		case errors.Is(err, errWait):
-			rs.backoff[t.node] = backoff{until: now.Add(e.cfg.FailureBackoff)}
-		case errors.Is(err, rpcerr.ErrBudgetExceeded):
-			// No backoff: the next plan sees the budget as it is.
-			e.stats.Failed[t.kind]++
-		case err != nil:
-			e.stats.Failed[t.kind]++
-			b := rs.backoff[t.node]
-			b.failures++
-			d := e.cfg.FailureBackoff << min(b.failures-1, 4)
-			b.until = now.Add(d)
-			rs.backoff[t.node] = b
-		default:
-			e.stats.Done[t.kind]++
-			delete(rs.backoff, t.node)
-		}
-		rs.busy[t.node]--
-		if rs.busy[t.node] <= 0 {
-			delete(rs.busy, t.node)
-		}
-		e.mu.Unlock()
+		e.count(func(s *Stats) {
+			switch {
+			case ctx.Err() != nil || errors.Is(err, errWait):
+			case err != nil:
+				s.Failed[t.kind]++
+			default:
+				s.Done[t.kind]++
+			}
+		})
+		rs.finished(t, err, ctx.Err() != nil, e.cfg.Clock.Now(), e.cfg.FailureBackoff)
 		if err != nil && ctx.Err() == nil && !errors.Is(err, errWait) {
 			e.stopIfDeposed(rs, err)
 			e.log.Warn("task failed", "instance", t.node, "task", t.kind, "err", err)
@@ -126,12 +113,38 @@ func (e *Engine) work(ctx context.Context, rs *runState) {
 	}
 }
 
+// finished ends a task: the node is no longer busy with it, and backs off
+// after a failure (longer after each in a row) or while EC2 is not ready.
+// A budget refusal backs nothing off: the next plan sees the budget as it
+// is. A task cut short by the run's end changes nothing but busy.
+func (rs *runState) finished(t *task, err error, stopping bool, now time.Time, backoffFor time.Duration) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	switch {
+	case stopping:
+	case errors.Is(err, errWait):
+		rs.backoff[t.node] = backoff{until: now.Add(backoffFor)}
+	case errors.Is(err, rpcerr.ErrBudgetExceeded):
+	case err != nil:
+		b := rs.backoff[t.node]
+		b.failures++
+		b.until = now.Add(backoffFor << min(b.failures-1, 4))
+		rs.backoff[t.node] = b
+	default:
+		delete(rs.backoff, t.node)
+	}
+	rs.busy[t.node]--
+	if rs.busy[t.node] <= 0 {
+		delete(rs.busy, t.node)
+	}
+}
+
 // schedule queues fn as a task for node; the node counts as busy (and is
 // not planned for) until the task ends.
-func (e *Engine) schedule(rs *runState, node, kind string, urgent bool, fn func(ctx context.Context) error) {
-	e.mu.Lock()
+func (rs *runState) schedule(node, kind string, urgent bool, fn func(ctx context.Context) error) {
+	rs.mu.Lock()
 	rs.busy[node]++
-	e.mu.Unlock()
+	rs.mu.Unlock()
 	rs.q.push(&task{node: node, kind: kind, urgent: urgent, fn: fn})
 }
 
@@ -140,14 +153,14 @@ func (e *Engine) schedule(rs *runState, node, kind string, urgent bool, fn func(
 // again; the returned func, called once the intent is written (or
 // refused), gives it back, and counts the action as started in its first
 // call's bucket (class; see admit), where it waits for its token next.
-func (e *Engine) queue(rs *runState, subnet string, cost int64, class ratelimit.Class) func() {
-	e.mu.Lock()
+func (rs *runState) queue(subnet string, cost int64, class ratelimit.Class) func() {
+	rs.mu.Lock()
 	rs.queued[subnet] += cost
-	e.mu.Unlock()
+	rs.mu.Unlock()
 	var once bool
 	return func() {
-		e.mu.Lock()
-		defer e.mu.Unlock()
+		rs.mu.Lock()
+		defer rs.mu.Unlock()
 		if !once {
 			once = true
 			rs.queued[subnet] -= cost
@@ -158,9 +171,10 @@ func (e *Engine) queue(rs *runState, subnet string, cost int64, class ratelimit.
 	}
 }
 
-func (e *Engine) queuedCost(rs *runState) map[string]int64 {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+// queuedCost is the budget of planned actions not yet begun, by subnet.
+func (rs *runState) queuedCost() map[string]int64 {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
 	out := make(map[string]int64, len(rs.queued))
 	for k, v := range rs.queued {
 		out[k] = v
@@ -169,22 +183,40 @@ func (e *Engine) queuedCost(rs *runState) map[string]int64 {
 }
 
 // idle reports whether node has no task and is not backing off.
-func (e *Engine) idle(rs *runState, node string, now time.Time) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+func (rs *runState) idle(node string, now time.Time) bool {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
 	return rs.busy[node] == 0 && !now.Before(rs.backoff[node].until)
+}
+
+// busyNodes is the nodes with a task queued or running.
+func (rs *runState) busyNodes() map[string]bool {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	out := make(map[string]bool, len(rs.busy))
+	for n := range rs.busy {
+		out[n] = true
+	}
+	return out
 }
 
 // own marks an intent as held by a running task (or releases it), so the
 // round does not try to resolve it meanwhile.
-func (e *Engine) own(rs *runState, intentID string, mine bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+func (rs *runState) own(intentID string, mine bool) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
 	if mine {
 		rs.mine[intentID] = true
 	} else {
 		delete(rs.mine, intentID)
 	}
+}
+
+// owned reports whether a running task holds the intent.
+func (rs *runState) owned(intentID string) bool {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return rs.mine[intentID]
 }
 
 // deliver records n addresses added to node at time at.

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 	"google.golang.org/grpc"
@@ -155,7 +156,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		g = grpc.NewServer()
+		// The ADD's span; a plugin that sends trace context is its parent.
+		g = grpc.NewServer(grpc.StatsHandler(otelgrpc.NewServerHandler()))
 		cniserver.New(a, a.deps.Logger.With("component", "cniserver")).Register(g)
 		wg.Go(func() { _ = g.Serve(lis) })
 		a.log.Info("serving CNI", "socket", a.cfg.SocketPath)

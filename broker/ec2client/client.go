@@ -26,6 +26,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/smithy-go"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/allotnet/allot/broker/ratelimit"
 )
@@ -60,6 +61,10 @@ type Config struct {
 	// Meter receives the call counters and latencies (see instruments);
 	// nil records nothing.
 	Meter metric.Meter
+	// Tracer makes a client span of every request, child of the caller's
+	// span; nil is the process's global provider (a no-op unless main
+	// installed one).
+	Tracer trace.TracerProvider
 }
 
 // Client calls EC2. It is safe for concurrent use.
@@ -122,7 +127,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	ins, err := newInstruments(cfg.Meter)
+	ins, err := newInstruments(cfg.Meter, cfg.Tracer)
 	if err != nil {
 		return nil, err
 	}
@@ -172,8 +177,10 @@ func call[T any](ctx context.Context, c *Client, action string, filtered bool, s
 		}
 		c.count(c.calls, action)
 		start := time.Now()
-		out, err := send(ctx)
+		sctx, span := c.ins.start(ctx, action, class, attempt)
+		out, err := send(sctx)
 		c.ins.call(ctx, action, time.Since(start), err)
+		endSpan(span, action, err)
 		if err == nil {
 			return out, nil
 		}

@@ -5,9 +5,14 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/allotnet/allot/broker/ratelimit"
 )
 
 // instruments count and time every request sent to EC2, throttled retries
@@ -16,13 +21,17 @@ type instruments struct {
 	calls     metric.Int64Counter
 	throttled metric.Int64Counter
 	duration  metric.Float64Histogram
+	tracer    trace.Tracer
 }
 
-func newInstruments(m metric.Meter) (instruments, error) {
+func newInstruments(m metric.Meter, tp trace.TracerProvider) (instruments, error) {
 	if m == nil {
 		m = noop.NewMeterProvider().Meter("ec2client")
 	}
-	var ins instruments
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	ins := instruments{tracer: tp.Tracer("github.com/allotnet/allot/broker/ec2client")}
 	var err error
 	if ins.calls, err = m.Int64Counter("allot.broker.ec2.calls",
 		metric.WithDescription("EC2 requests sent, by action and outcome (ok, throttled, error, unanswered) "+
@@ -64,4 +73,23 @@ func (ins instruments) call(ctx context.Context, action string, took time.Durati
 	if outcome == "throttled" {
 		ins.throttled.Add(ctx, 1, metric.WithAttributes(act))
 	}
+}
+
+// start opens the client span of one request.
+func (ins instruments) start(ctx context.Context, action string, class ratelimit.Class, attempt int) (context.Context, trace.Span) {
+	return ins.tracer.Start(ctx, "EC2 "+action, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+		attribute.String("rpc.system", "aws-api"), attribute.String("rpc.service", "EC2"),
+		attribute.String("rpc.method", action), attribute.String("allot.ec2.bucket", string(class)),
+		attribute.Int("allot.ec2.attempt", attempt)))
+}
+
+// endSpan records the answer on the span and ends it.
+func endSpan(span trace.Span, action string, err error) {
+	if err != nil {
+		e := wrap(action, err)
+		span.SetAttributes(attribute.String("aws.error.code", e.Code))
+		span.RecordError(err)
+		span.SetStatus(codes.Error, e.Error())
+	}
+	span.End()
 }

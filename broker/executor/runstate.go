@@ -6,6 +6,11 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/allotnet/allot/broker/ratelimit"
 	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 )
@@ -91,7 +96,7 @@ func (e *Engine) work(ctx context.Context, rs *runState) {
 			return
 		}
 		e.count(func(s *Stats) { s.Started[t.kind]++ })
-		err := t.fn(ctx)
+		err := runTask(ctx, t)
 		e.count(func(s *Stats) {
 			switch {
 			case ctx.Err() != nil || errors.Is(err, errWait):
@@ -243,4 +248,21 @@ func (e *Engine) undeliver(rs *runState, node, key string) {
 // was stated at t (see ledger.since).
 func (e *Engine) deliveredSince(rs *runState, node string, t time.Time) int {
 	return rs.ledger.since(node, t)
+}
+
+// tracer makes a span of every task, parent of its EC2 calls' spans. It
+// is the process's global provider (allot-broker installs the OTLP one).
+var tracer = otel.Tracer("github.com/allotnet/allot/broker/executor")
+
+// runTask runs t under its span.
+func runTask(ctx context.Context, t *task) error {
+	ctx, span := tracer.Start(ctx, "allot "+t.kind, trace.WithAttributes(
+		attribute.String("allot.node", t.node), attribute.Bool("allot.urgent", t.urgent)))
+	defer span.End()
+	err := t.fn(ctx)
+	if err != nil && !errors.Is(err, errWait) {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	return err
 }

@@ -39,6 +39,7 @@ type agentParams struct {
 	warm                                WarmTargets
 	cooldown                            time.Duration
 	certs                               *pki
+	env                                 []string
 }
 
 func newAgent(bins Binaries, r *run, p agentParams) (*Agent, error) {
@@ -88,6 +89,7 @@ func newAgent(bins Binaries, r *run, p agentParams) (*Agent, error) {
 		}
 	}
 	a.proc = newProcess("agent-"+p.name, bins.Agent, args, filepath.Join(dir, "agent.log"), r.pidDir())
+	a.proc.env = p.env
 	return a, nil
 }
 

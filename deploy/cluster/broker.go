@@ -37,7 +37,7 @@ const brokerElectionTTL = 3 * time.Second
 // heartbeat (agents beat every agentHeartbeat).
 const brokerNodeTTL = 5 * time.Second
 
-func newBroker(bins Binaries, r *run, cluster, ec2Endpoint string, timeScale float64, certs *pki) (*Broker, error) {
+func newBroker(bins Binaries, r *run, cluster, ec2Endpoint string, timeScale float64, certs *pki, env []string) (*Broker, error) {
 	addr, err := freeLocalAddr()
 	if err != nil {
 		return nil, err
@@ -64,9 +64,11 @@ func newBroker(bins Binaries, r *run, cluster, ec2Endpoint string, timeScale flo
 	if err != nil {
 		return nil, fmt.Errorf("broker client: %w", err)
 	}
+	proc := newProcess("broker", bins.Broker, args, filepath.Join(dir, "broker.log"), r.pidDir())
+	proc.env = env
 	return &Broker{
 		Addr: addr, Metrics: metricsAddr, Admin: allotv1.NewAdminServiceClient(conn), Budget: allotv1.NewBudgetServiceClient(conn),
-		proc: newProcess("broker", bins.Broker, args, filepath.Join(dir, "broker.log"), r.pidDir()), conn: conn,
+		proc: proc, conn: conn,
 	}, nil
 }
 

@@ -148,7 +148,7 @@ func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 	if c.pki, err = newPKI(r.dir, c.Sim); err != nil {
 		return c, err
 	}
-	if c.Broker, err = newBroker(cfg.Binaries, r, r.prefix, c.Sim.EC2Endpoint(), cfg.TimeScale, c.pki); err != nil {
+	if c.Broker, err = newBroker(cfg.Binaries, r, r.prefix, c.Sim.EC2Endpoint(), cfg.TimeScale, c.pki, cfg.Env); err != nil {
 		return c, err
 	}
 	if err := c.Broker.Start(ctx); err != nil {
@@ -187,7 +187,7 @@ func (c *Cluster) startNodes(ctx context.Context) error {
 		}
 		n.Agent, err = newAgent(c.cfg.Binaries, c.run, agentParams{
 			name: n.Name, imds: imds, broker: c.Broker.Addr, nodeNetNS: n.NetNS, mode: c.cfg.Mode,
-			warm: c.cfg.Warm, cooldown: c.cfg.Cooldown, certs: c.pki,
+			warm: c.cfg.Warm, cooldown: c.cfg.Cooldown, certs: c.pki, env: c.cfg.Env,
 		})
 		if err != nil {
 			return err

@@ -56,6 +56,9 @@ type Config struct {
 	// LogDir, if set, receives the broker's and agents' logs on Close;
 	// otherwise they are removed with the run directory.
 	LogDir string
+	// Env is added to the environment of the broker and every agent (the
+	// OpenTelemetry variables, say).
+	Env []string
 	// Logger receives the harness's progress; nil discards it.
 	Logger *slog.Logger
 	// ComponentLogger receives awssim's and the data plane's logs; nil

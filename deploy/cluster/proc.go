@@ -24,6 +24,8 @@ type process struct {
 	args    []string
 	logPath string
 	pidPath string
+	// env is added to the harness's own environment.
+	env []string
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -49,6 +51,9 @@ func (p *process) start() error {
 	p.runs++
 	fmt.Fprintf(logf, "==== %s run %d: %s %v\n", time.Now().Format(time.RFC3339Nano), p.runs, p.bin, p.args)
 	cmd := exec.Command(p.bin, p.args...)
+	if len(p.env) > 0 {
+		cmd.Env = append(os.Environ(), p.env...)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// If the harness dies, whatever way, its children must not outlive it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -152,31 +152,3 @@ func TestAddSetupFailureReturnsAddress(t *testing.T) {
 	}
 	mustAdd(t, a, podReq("c2", "web-1"))
 }
-
-// In prefix mode a delivered /28 becomes 16 pool addresses once IMDS shows
-// the prefix, and the registration asks for prefixes.
-func TestPrefixMode(t *testing.T) {
-	e := newEnv(t)
-	cfg := e.config()
-	cfg.Mode = ModePrefix
-	a := e.start(cfg, hostnettest.NewRecorder())
-	e.registered()
-	if m := e.broker.Registration(e.inst).GetMode(); m.String() != "ADDRESS_MODE_PREFIX" {
-		t.Fatalf("registered mode %v", m)
-	}
-	brokertest.WaitFor(t, 10*time.Second, "a demand for one prefix's worth", func() bool {
-		return e.broker.Demand(e.inst).GetWarmShortfall() == 16
-	})
-	got, err := e.broker.DeliverPrefixes(e.inst, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pfx := netip.MustParsePrefix(got[0])
-	brokertest.WaitFor(t, 10*time.Second, "the prefix's addresses in the pool", func() bool {
-		return a.Pool().Stats().Total == 16
-	})
-	res := mustAdd(t, a, podReq("c1", "web-0"))
-	if !pfx.Contains(res.Address.Addr()) {
-		t.Fatalf("address %v outside the delivered prefix %v", res.Address, pfx)
-	}
-}

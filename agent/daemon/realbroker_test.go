@@ -3,6 +3,8 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"net/netip"
+	"sync"
 	"testing"
 	"time"
 
@@ -207,5 +209,61 @@ func TestReleaseWithRealBroker(t *testing.T) {
 	}
 	if al := a.Pool().Allocations(); len(al) != 1 || al[0].Addr != keep.Address.Addr() {
 		t.Fatalf("allocations %+v, want only the pod's %s", al, keep.Address.Addr())
+	}
+}
+
+// In prefix mode the registration asks for prefixes, the first warm demand
+// is one prefix's worth, and the /28 the real broker delivers becomes 16
+// pool addresses once IMDS shows it; a pod gets an address inside it.
+func TestPrefixMode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd and the broker engine")
+	}
+	e := newEnv(t)
+	var mu sync.Mutex
+	var sent []any
+	record := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoke grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		mu.Lock()
+		sent = append(sent, req)
+		mu.Unlock()
+		return invoke(ctx, method, req, reply, cc, opts...)
+	}
+	client, _ := e.realBrokerWith([]grpc.DialOption{grpc.WithUnaryInterceptor(record)})
+	cfg := e.config()
+	cfg.Mode = ModePrefix
+	a := e.startOn(cfg, hostnettest.NewRecorder(), client)
+	brokertest.WaitFor(t, 30*time.Second, "the prefix's addresses in the pool", func() bool {
+		return a.Pool().Stats().Total == 16
+	})
+	var mode allotv1.AddressMode
+	shortfall16 := false
+	mu.Lock()
+	for _, r := range sent {
+		switch r := r.(type) {
+		case *allotv1.RegisterRequest:
+			mode = r.GetMode()
+		case *allotv1.SetDemandRequest:
+			shortfall16 = shortfall16 || r.GetWarmShortfall() == 16
+		}
+	}
+	mu.Unlock()
+	if mode != allotv1.AddressMode_ADDRESS_MODE_PREFIX {
+		t.Fatalf("registered mode %v", mode)
+	}
+	if !shortfall16 {
+		t.Fatal("no demand for one prefix's worth was stated")
+	}
+	var prefixes []netip.Prefix
+	for _, x := range e.sim.World().AllNetworkInterfaces() {
+		for _, p := range x.Prefixes {
+			prefixes = append(prefixes, netip.MustParsePrefix(p))
+		}
+	}
+	if len(prefixes) != 1 {
+		t.Fatalf("EC2 holds prefixes %v, want the one delivered", prefixes)
+	}
+	res := mustAdd(t, a, podReq("c1", "web-0"))
+	if !prefixes[0].Contains(res.Address.Addr()) {
+		t.Fatalf("address %v outside the delivered prefix %v", res.Address, prefixes[0])
 	}
 }

@@ -15,12 +15,11 @@ import (
 
 // Reads is what a planning round reads of the cluster's state.
 type Reads interface {
-	ListNodes(ctx context.Context) ([]store.Node, error)
-	ListDemands(ctx context.Context) (map[string]store.Demand, error)
-	ListUsage(ctx context.Context) (map[string]store.Usage, error)
+	// ReadPlanning reads nodes, demands, usage and subnets, setting aside
+	// (not failing on) records that do not decode.
+	ReadPlanning(ctx context.Context) (store.Planning, error)
 	GetENI(ctx context.Context, id string) (store.ENI, error)
 	ListENIs(ctx context.Context) ([]store.ENI, error)
-	ListSubnets(ctx context.Context) ([]store.Subnet, error)
 	// Watch wakes the engine on every change.
 	Watch(ctx context.Context) <-chan int64
 }

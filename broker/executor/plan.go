@@ -76,6 +76,10 @@ func (e *Engine) plannable(rs *runState, snap *snapshot, free func(string) bool,
 			wake = minPositive(wake, wait)
 			continue
 		}
+		if err := snap.subnetQuarantined(n.SubnetID); err != nil {
+			e.unmet.set(id, err)
+			continue
+		}
 		pn, why := e.plannerNode(rs, snap, n, d)
 		if why != "" {
 			e.unmet.set(id, &reasoned{store.UnmetNotReady, errors.New(why)})

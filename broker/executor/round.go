@@ -40,7 +40,7 @@ func (e *Engine) round(ctx context.Context, rs *runState) error {
 		rs.intentsRead = now
 	}
 	changed, infoErr := e.inst.Ensure(ctx, instances.View{
-		Nodes: snap.nodes, Subnets: snap.subnets,
+		Nodes: snap.nodes, Subnets: snap.ensureView(),
 		HasPrimary: func(id string) bool { _, ok := snap.primary(id); return ok },
 	}, now)
 	if infoErr != nil {
@@ -54,10 +54,11 @@ func (e *Engine) round(ctx context.Context, rs *runState) error {
 	}
 	now = e.cfg.Clock.Now()
 	free := func(node string) bool { return !busyBefore[node] && rs.idle(node, now) }
+	e.quarantine(snap)
 	held := e.upkeep(ctx, rs, snap, free, now)
 	e.plan(rs, snap, queued, func(n string) bool { return free(n) && !held[n] }, now)
 	e.proposeReleases(ctx, rs, snap, func(n string) bool { return free(n) && !held[n] }, now)
-	e.unmet.publish(ctx, e.cfg.Store, snap.nodes, e.cfg.Clock.Now(), func(err error) { e.stopIfDeposed(rs, err) })
+	e.unmet.publish(ctx, e.cfg.Store, snap.statusIDs(), e.cfg.Clock.Now(), func(err error) { e.stopIfDeposed(rs, err) })
 	return nil
 }
 

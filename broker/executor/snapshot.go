@@ -20,6 +20,13 @@ type snapshot struct {
 	open     map[string][]store.Intent // open intents by instance ("" for none)
 	openENI  map[string]bool           // ENI IDs that an open intent names
 	releases map[string][]store.Release
+	// quarantined holds the nodes (by instance) and subnets (by id) with a
+	// record that does not decode: they are left out of nodes and subnets,
+	// so one bad record stops planning for its node or subnet only.
+	quarantined map[string]store.Quarantined
+	badSubnets  map[string]store.Quarantined
+	// registered is every instance with a node record, sound or not.
+	registered map[string]bool
 }
 
 // load reads the state a round works from. Open intents come from the
@@ -34,20 +41,25 @@ func (e *Engine) load(ctx context.Context, fullIntents bool) (*snapshot, error) 
 		openENI:  map[string]bool{},
 		releases: map[string][]store.Release{},
 	}
-	var err error
-	if s.nodes, err = e.st.ListNodes(ctx); err != nil {
-		return nil, fmt.Errorf("list nodes: %w", err)
+	p, err := e.st.ReadPlanning(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read nodes and subnets: %w", err)
 	}
-	sort.Slice(s.nodes, func(i, j int) bool { return s.nodes[i].InstanceID < s.nodes[j].InstanceID })
-	for _, n := range s.nodes {
-		s.node[n.InstanceID] = n
+	s.quarantined, s.badSubnets = p.QuarantinedNodes(), p.QuarantinedSubnets()
+	s.registered = map[string]bool{}
+	for _, q := range p.Quarantined {
+		if q.Kind == "nodes" {
+			s.registered[q.ID] = true
+		}
 	}
-	if s.demands, err = e.st.ListDemands(ctx); err != nil {
-		return nil, fmt.Errorf("list demands: %w", err)
+	for _, n := range p.Nodes {
+		s.registered[n.InstanceID] = true
+		if _, bad := s.quarantined[n.InstanceID]; !bad {
+			s.nodes = append(s.nodes, n)
+			s.node[n.InstanceID] = n
+		}
 	}
-	if s.usage, err = e.st.ListUsage(ctx); err != nil {
-		return nil, fmt.Errorf("list usage: %w", err)
-	}
+	s.demands, s.usage = p.Demands, p.Usage
 	enis, err := e.st.ListENIs(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list enis: %w", err)
@@ -59,11 +71,7 @@ func (e *Engine) load(ctx context.Context, fullIntents bool) (*snapshot, error) 
 	for _, l := range s.byNode {
 		sort.Slice(l, func(i, j int) bool { return l[i].DeviceIndex < l[j].DeviceIndex })
 	}
-	subnets, err := e.st.ListSubnets(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("list subnets: %w", err)
-	}
-	for _, sn := range subnets {
+	for _, sn := range p.Subnets {
 		s.subnets[sn.ID] = sn
 	}
 	open := e.st.OpenIntents()

@@ -119,11 +119,11 @@ func (u *unmetBook) all() map[string]error {
 	return out
 }
 
-// publish writes the unmet status of the round's nodes where it changed
+// publish writes the unmet status of the round's nodes (ids) where it changed
 // since this run last wrote it (or since the records it found when it
 // started), so an unchanged shortfall costs no write per round. failed
 // sees each write that failed.
-func (u *unmetBook) publish(ctx context.Context, ss NodeStatus, nodes []store.Node, now time.Time, failed func(error)) {
+func (u *unmetBook) publish(ctx context.Context, ss NodeStatus, ids []string, now time.Time, failed func(error)) {
 	if u.published == nil {
 		stored, err := ss.ListNodeStatus(ctx)
 		if err != nil {
@@ -136,17 +136,17 @@ func (u *unmetBook) publish(ctx context.Context, ss NodeStatus, nodes []store.No
 		}
 	}
 	unmet := u.all()
-	present := make(map[string]bool, len(nodes))
-	for _, n := range nodes {
-		present[n.InstanceID] = true
+	present := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		present[id] = true
 	}
 	for id := range u.published {
 		if !present[id] {
 			delete(u.published, id) // deleted nodes take their status along
 		}
 	}
-	for _, n := range nodes {
-		if err := u.publishOne(ctx, ss, n.InstanceID, unmet, now); err != nil {
+	for _, id := range ids {
+		if err := u.publishOne(ctx, ss, id, unmet, now); err != nil {
 			failed(err)
 		}
 	}

@@ -158,7 +158,7 @@ func (e *env) pass(t *testing.T) reconciler.Report {
 // id (an ENI or an instance), or "".
 func action(rep reconciler.Report, kind, id string) string {
 	for _, f := range rep.Findings {
-		if f.Kind == kind && (f.ENIID == id || (f.ENIID == "" && f.InstanceID == id) || f.SubnetID == id && f.Kind == reconciler.KindSubnetUse) {
+		if f.Kind == kind && (f.ENIID == id || (f.ENIID == "" && f.InstanceID == id) || f.SubnetID == id && (f.Kind == reconciler.KindSubnetUse || f.Kind == reconciler.KindSubnetRecord)) {
 			return f.Action
 		}
 	}

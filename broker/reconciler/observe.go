@@ -179,10 +179,48 @@ func (o *observation) gone(instanceID string) (bool, string) {
 	return false, ""
 }
 
-// usedByOthers is what EC2's free count implies the subnet's other users
-// hold: usable - available - ours.
-func usedByOthers(sn store.Subnet, x ec2client.SubnetInfo) int64 {
-	return max(sn.Usable-x.Available-sn.Attached, 0)
+// subnetTruth is what EC2 says of a subnet, and what the observed ENI and
+// intent records say the cluster holds in it. A CIDR that does not parse
+// leaves Usable at the record's (reported, never written).
+func (o *observation) subnetTruth(id string, x ec2client.SubnetInfo) (t store.SubnetTruth, attached, reserved int64) {
+	t = store.SubnetTruth{CIDR: x.CIDR, AvailabilityZone: x.AZ, VPCID: x.VPCID, Available: x.Available, Usable: -1}
+	if u, err := store.UsableAddresses(x.CIDR); err == nil {
+		t.Usable = u
+	}
+	for _, e := range o.records {
+		if e.SubnetID == id {
+			attached += e.Weight()
+		}
+	}
+	for _, in := range o.open {
+		if in.SubnetID == id {
+			reserved += in.Reserved
+		}
+	}
+	return t, attached, reserved
+}
+
+// subnetDrift describes how a subnet record differs from EC2 and from the
+// records it summarises, with both values of each figure, or "".
+func (o *observation) subnetDrift(sn store.Subnet, x ec2client.SubnetInfo) string {
+	t, attached, reserved := o.subnetTruth(sn.ID, x)
+	var parts []string
+	if t.Usable < 0 {
+		parts = append(parts, fmt.Sprintf("EC2 gives CIDR %q, which does not parse", x.CIDR))
+	} else if t.Usable != sn.Usable {
+		parts = append(parts, fmt.Sprintf("usable %d, EC2's CIDR %s gives %d", sn.Usable, x.CIDR, t.Usable))
+	}
+	if x.CIDR != sn.CIDR || x.AZ != sn.AvailabilityZone || x.VPCID != sn.VPCID {
+		parts = append(parts, fmt.Sprintf("recorded %s in %s/%s, EC2 says %s in %s/%s",
+			sn.CIDR, sn.AvailabilityZone, sn.VPCID, x.CIDR, x.AZ, x.VPCID))
+	}
+	if attached != sn.Attached {
+		parts = append(parts, fmt.Sprintf("attached %d, the ENI records weigh %d", sn.Attached, attached))
+	}
+	if reserved != sn.Reserved {
+		parts = append(parts, fmt.Sprintf("reserved %d, open intents hold %d", sn.Reserved, reserved))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // report lists every disagreement, each with Action reported.
@@ -233,10 +271,17 @@ func (o *observation) report() Report {
 			add(Finding{Kind: KindSubnetUse, SubnetID: sn.ID, Detail: "EC2 does not show the subnet"})
 			continue
 		}
-		if u := usedByOthers(sn, x); u != sn.UsedByOthers {
+		if d := o.subnetDrift(sn, x); d != "" {
+			add(Finding{Kind: KindSubnetRecord, SubnetID: sn.ID, Detail: d})
+		}
+		t, attached, reserved := o.subnetTruth(sn.ID, x)
+		if t.Usable < 0 {
+			t.Usable = sn.Usable
+		}
+		if u := max(t.Usable-x.Available-attached, 0); u != sn.UsedByOthers {
 			add(Finding{Kind: KindSubnetUse, SubnetID: sn.ID, Detail: fmt.Sprintf(
 				"recorded used by others %d; EC2 implies %d (usable %d, available %d, ours %d, reserved %d)",
-				sn.UsedByOthers, u, sn.Usable, x.Available, sn.Attached, sn.Reserved)})
+				sn.UsedByOthers, u, t.Usable, x.Available, attached, reserved)})
 		}
 	}
 	return rep

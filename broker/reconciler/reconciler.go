@@ -3,8 +3,10 @@
 // repairs only what is safe to repair without an operator: it collects
 // leaked ENIs (only available ENIs carrying our tags, seen on two passes and
 // described again right before the delete), removes the records of ENIs EC2
-// said twice do not exist, keeps each subnet's use by others current, and
-// releases the ENIs of nodes whose instance EC2 reports terminated or gone.
+// said twice do not exist, checks every subnet record against
+// DescribeSubnets and the records it summarises (correcting what
+// disagrees), keeps each subnet's use by others current, and releases the
+// ENIs of nodes whose instance EC2 reports terminated or gone.
 // It never acts on missing evidence: an agent that stopped reporting, or a
 // node with no pods, frees nothing here.
 package reconciler
@@ -31,7 +33,7 @@ type Store interface {
 	ListENIs(ctx context.Context) ([]store.ENI, error)
 	GetSubnet(ctx context.Context, id string) (store.Subnet, error)
 	ListSubnets(ctx context.Context) ([]store.Subnet, error)
-	SetUsedByOthers(ctx context.Context, id string, n int64) (store.Subnet, error)
+	CorrectSubnet(ctx context.Context, id string, t store.SubnetTruth, observedAttached int64) (store.SubnetCorrection, error)
 	ListOpenIntents(ctx context.Context) ([]store.Intent, error)
 	BeginIntent(ctx context.Context, in store.Intent) (store.Intent, error)
 	CompleteDelete(ctx context.Context, intentID, eniID string) error

@@ -39,6 +39,7 @@ func (r *Reconciler) repair(ctx context.Context, o *observation, rep *Report) {
 			r.log.Error("EC2 shows none of the cluster's records; refusing to act on it", "kind", kind)
 		}
 	}
+	subnetActions := map[string]map[string]string{}
 	for i := range rep.Findings {
 		f := &rep.Findings[i]
 		if implausible[f.Kind] {
@@ -55,8 +56,11 @@ func (r *Reconciler) repair(ctx context.Context, o *observation, rep *Report) {
 		case KindInstanceGone:
 			mark(f.Kind, f.InstanceID)
 			f.Action = r.releaseGone(ctx, o, f)
-		case KindSubnetUse:
-			f.Action = r.updateSubnet(ctx, o, f)
+		case KindSubnetUse, KindSubnetRecord:
+			if _, ok := subnetActions[f.SubnetID]; !ok {
+				subnetActions[f.SubnetID] = r.correctSubnet(ctx, o, f.SubnetID)
+			}
+			f.Action = subnetActions[f.SubnetID][f.Kind]
 		}
 		if f.Action == ActionFailed {
 			r.count(func(s *Stats) { s.Errors++ })
@@ -277,37 +281,41 @@ func (r *Reconciler) releaseGone(ctx context.Context, o *observation, f *Finding
 	return ActionReleased
 }
 
-// updateSubnet records a subnet's use by others, but only when no call in
-// that subnet was in flight around the observation and our count did not
-// move meanwhile: otherwise EC2's free count and ours may disagree on what
-// is ours.
-func (r *Reconciler) updateSubnet(ctx context.Context, o *observation, f *Finding) string {
-	var sn store.Subnet
-	for _, s := range o.subnets {
-		if s.ID == f.SubnetID {
-			sn = s
-		}
+// correctSubnet sets a subnet record to what EC2 and the ENI and intent
+// records say, in one transaction (store.CorrectSubnet), and logs each
+// corrected figure with both values. It returns the action taken for each
+// of the two subnet finding kinds.
+func (r *Reconciler) correctSubnet(ctx context.Context, o *observation, id string) map[string]string {
+	out := map[string]string{KindSubnetRecord: ActionReported, KindSubnetUse: ActionReported}
+	x, ok := o.subnetsEC[id]
+	if !ok || r.cfg.DryRun {
+		return out
 	}
-	x, ok := o.subnetsEC[sn.ID]
-	if !ok {
-		return ActionReported
+	t, attached, _ := o.subnetTruth(id, x)
+	if t.Usable < 0 {
+		return out // a CIDR EC2 gave that does not parse: report only
 	}
-	if r.cfg.DryRun {
-		return ActionReported
-	}
-	cur, err := r.cfg.Store.GetSubnet(ctx, sn.ID)
+	c, err := r.cfg.Store.CorrectSubnet(ctx, id, t, attached)
 	if err != nil {
-		return ActionFailed
+		r.log.Warn("correcting subnet record", "subnet", id, "err", err)
+		return map[string]string{KindSubnetRecord: ActionFailed, KindSubnetUse: ActionFailed}
 	}
-	if sn.Reserved != 0 || cur.Reserved != 0 || cur.Attached != sn.Attached {
-		return ActionSkipped
+	b, a := c.Before, c.After
+	if b.Usable != a.Usable || b.Attached != a.Attached || b.Reserved != a.Reserved || b.CIDR != a.CIDR ||
+		b.AvailabilityZone != a.AvailabilityZone || b.VPCID != a.VPCID {
+		out[KindSubnetRecord] = ActionCorrected
+		r.log.Warn("subnet record disagreed; corrected", "subnet", id, "corrected", c.Corrected,
+			"usable_was", b.Usable, "usable", a.Usable, "attached_was", b.Attached, "attached", a.Attached,
+			"reserved_was", b.Reserved, "reserved", a.Reserved, "cidr_was", b.CIDR, "cidr", a.CIDR)
 	}
-	if _, err := r.cfg.Store.SetUsedByOthers(ctx, sn.ID, usedByOthers(sn, x)); err != nil {
-		r.log.Warn("recording subnet use by others", "subnet", sn.ID, "err", err)
-		return ActionFailed
+	switch {
+	case b.UsedByOthers != a.UsedByOthers:
+		out[KindSubnetUse] = ActionUpdated
+		r.count(func(s *Stats) { s.SubnetsUpdated++ })
+	case c.OthersSkipped:
+		out[KindSubnetUse] = ActionSkipped
 	}
-	r.count(func(s *Stats) { s.SubnetsUpdated++ })
-	return ActionUpdated
+	return out
 }
 
 // deleteBehindIntent writes a delete intent, deletes the ENI in EC2 when

@@ -20,6 +20,10 @@ const (
 	// KindSubnetUse is a subnet whose recorded use by others differs from
 	// what EC2's free-address count implies.
 	KindSubnetUse = "subnet-use"
+	// KindSubnetRecord is a subnet record whose CIDR, zone, VPC or usable
+	// size differs from EC2's, or whose attached or reserved counts differ
+	// from the ENI and intent records they summarise.
+	KindSubnetRecord = "subnet-record"
 	// KindInstanceGone is a registered node whose instance EC2 reports
 	// terminated or does not know.
 	KindInstanceGone = "instance-gone"
@@ -33,6 +37,7 @@ const (
 	ActionForgotten = "forgotten" // record removed
 	ActionReleased  = "released"  // gone node's ENIs released, record removed
 	ActionUpdated   = "updated"   // subnet use by others recorded
+	ActionCorrected = "corrected" // subnet record set to what EC2 and the records say
 	ActionSkipped   = "skipped"   // left alone this pass (in flight, or not safe)
 	ActionFailed    = "failed"
 )

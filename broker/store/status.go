@@ -20,6 +20,9 @@ const (
 	// UnmetNotReady: the engine lacks something to plan with (instance
 	// limits, the subnet, the primary ENI).
 	UnmetNotReady = "not_ready"
+	// UnmetQuarantined: a record of the node, or of its subnet, does not
+	// decode; the node is left out of planning until it is fixed.
+	UnmetQuarantined = "record_quarantined"
 )
 
 // NodeStatus says why the engine is not meeting a node's demand. Only the

@@ -183,9 +183,26 @@ func TestMetricsDuringBurst(t *testing.T) {
 			}
 		}
 	}
-	if n := sumOf(bVals, `allot_broker_tasks_total{kind="create-attach",result="done"}`); n != secondaries {
-		t.Errorf("the broker counts %v ENIs created and attached; the agents hold %v", n, secondaries)
-	}
+	// An ENI the broker attached joins an agent's pool once IMDS shows it,
+	// a moment later.
+	created := sumOf(bVals, `allot_broker_tasks_total{kind="create-attach",result="done"}`)
+	eventually(t, 15*time.Second, "the agents hold every ENI the broker created", func() error {
+		if secondaries == created {
+			return nil
+		}
+		secondaries = 0
+		for _, node := range c.Nodes {
+			_, vals, err := scrape(ctx, node.Agent.Metrics)
+			if err != nil {
+				return err
+			}
+			secondaries += vals["allot_agent_pool_enis"] - 1
+		}
+		if secondaries != created {
+			return fmt.Errorf("the broker counts %v ENIs created and attached; the agents hold %v", created, secondaries)
+		}
+		return nil
+	})
 	counters, err := c.Counters(ctx)
 	if err != nil {
 		t.Fatal(err)

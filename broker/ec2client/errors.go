@@ -82,3 +82,17 @@ func IsAddressShortage(err error) bool {
 	c := Code(err)
 	return c == CodeInsufficientFreeAddresses || c == CodeInsufficientCidrBlocks
 }
+
+// IsRefusal reports whether EC2 refused the request for what it asks, so
+// the same request would only be refused again: a parameter combination
+// EC2 rejects (an ENI in one zone attached to an instance in another), a
+// missing permission, a subnet that does not exist. Retrying it soon only
+// turns into a loop of calls.
+func IsRefusal(err error) bool {
+	switch Code(err) {
+	case "InvalidParameterCombination", "UnauthorizedOperation", "InvalidSubnetID.NotFound",
+		"InvalidSubnetID.Malformed", "OptInRequired", "InvalidGroup.NotFound":
+		return true
+	}
+	return false
+}

@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -11,7 +12,9 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/allotnet/allot/broker/ec2client"
 	"github.com/allotnet/allot/broker/ratelimit"
+	"github.com/allotnet/allot/broker/store"
 	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 )
 
@@ -106,7 +109,12 @@ func (e *Engine) work(ctx context.Context, rs *runState) {
 				s.Done[t.kind]++
 			}
 		})
-		rs.finished(t, err, ctx.Err() != nil, e.cfg.Clock.Now(), e.cfg.FailureBackoff)
+		until := rs.finished(t, err, ctx.Err() != nil, e.cfg.Clock.Now(), e.cfg.FailureBackoff)
+		if ctx.Err() == nil && ec2client.IsRefusal(err) {
+			// Say why where the node's agent and allotctl see it.
+			e.unmet.set(t.node, &reasoned{store.UnmetEC2Refused,
+				fmt.Errorf("EC2 refused %s (not retried before %s): %w", t.kind, until.UTC().Format(time.RFC3339), err)})
+		}
 		if err != nil && ctx.Err() == nil && !errors.Is(err, errWait) {
 			e.stopIfDeposed(rs, err)
 			e.log.Warn("task failed", "instance", t.node, "task", t.kind, "err", err)
@@ -121,8 +129,11 @@ func (e *Engine) work(ctx context.Context, rs *runState) {
 // finished ends a task: the node is no longer busy with it, and backs off
 // after a failure (longer after each in a row) or while EC2 is not ready.
 // A budget refusal backs nothing off: the next plan sees the budget as it
-// is. A task cut short by the run's end changes nothing but busy.
-func (rs *runState) finished(t *task, err error, stopping bool, now time.Time, backoffFor time.Duration) {
+// is. A refusal that would only repeat (ec2client.IsRefusal) backs off for
+// minutes (RefusalBackoff, doubling), not a loop of calls. A task cut short
+// by the run's end changes nothing but busy. It returns until when the
+// node is left alone.
+func (rs *runState) finished(t *task, err error, stopping bool, now time.Time, backoffFor time.Duration) time.Time {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	switch {
@@ -130,6 +141,11 @@ func (rs *runState) finished(t *task, err error, stopping bool, now time.Time, b
 	case errors.Is(err, errWait):
 		rs.backoff[t.node] = backoff{until: now.Add(backoffFor)}
 	case errors.Is(err, rpcerr.ErrBudgetExceeded):
+	case ec2client.IsRefusal(err):
+		b := rs.backoff[t.node]
+		b.failures++
+		b.until = now.Add(RefusalBackoff << min(b.failures-1, 3))
+		rs.backoff[t.node] = b
 	case err != nil:
 		b := rs.backoff[t.node]
 		b.failures++
@@ -142,7 +158,13 @@ func (rs *runState) finished(t *task, err error, stopping bool, now time.Time, b
 	if rs.busy[t.node] <= 0 {
 		delete(rs.busy, t.node)
 	}
+	return rs.backoff[t.node].until
 }
+
+// RefusalBackoff is how long a node is left alone after EC2 refused one of
+// its calls in a way that would repeat (ec2client.IsRefusal); it doubles
+// with each further refusal, up to eight times.
+const RefusalBackoff = 5 * time.Minute
 
 // schedule queues fn as a task for node; the node counts as busy (and is
 // not planned for) until the task ends.

@@ -23,6 +23,9 @@ const (
 	// UnmetQuarantined: a record of the node, or of its subnet, does not
 	// decode; the node is left out of planning until it is fixed.
 	UnmetQuarantined = "record_quarantined"
+	// UnmetEC2Refused: EC2 refused a call for the node in a way that would
+	// only repeat; the engine leaves the node alone for a long back-off.
+	UnmetEC2Refused = "ec2_refused"
 )
 
 // NodeStatus says why the engine is not meeting a node's demand. Only the

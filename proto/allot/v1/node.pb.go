@@ -883,7 +883,9 @@ func (x *ReleaseProposal) GetState() ReleaseState {
 // UnmetStatus is why the broker cannot meet a node's demand now.
 type UnmetStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// reason is a short code: "budget_exhausted", "node_full", "not_ready".
+	// reason is a short code: "budget_exhausted", "node_full", "not_ready",
+	// "ec2_refused" (EC2 refused a call in a way that would only repeat; the
+	// broker waits minutes before trying the node again).
 	Reason string `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
 	// message is for people; for a budget refusal it names the subnet, its
 	// limit and its use.

@@ -44,6 +44,7 @@ type Broker struct {
 
 	mu  sync.Mutex
 	eng *executor.Engine // of the latest term; nil before the first
+	rec *reconciler.Reconciler
 }
 
 // New opens etcd and the store, builds the EC2 client, the elector and the
@@ -89,7 +90,7 @@ func New(ctx context.Context, cfg Config) (b *Broker, err error) {
 	}
 	if cfg.Meter != nil {
 		if err := metrics.Register(cfg.Meter, metrics.Sources{Limiter: lim, Leader: b.el, State: b.st,
-			Engine: b.engineStats}); err != nil {
+			Engine: b.engineStats, Drift: b.drift}); err != nil {
 			return nil, err
 		}
 	}
@@ -153,6 +154,17 @@ func (b *Broker) engineStats() metrics.Engine {
 		return e
 	}
 	return nil
+}
+
+// drift is the reconciler of the latest term, for the metrics; nil before
+// the first.
+func (b *Broker) drift() metrics.Drift {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.rec == nil {
+		return nil
+	}
+	return b.rec
 }
 
 // Addr is the address the gRPC server listens on.

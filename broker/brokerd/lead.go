@@ -27,6 +27,9 @@ func (b *Broker) lead(ctx context.Context) error {
 		rec := reconciler.New(reconciler.Config{
 			Cluster: b.cfg.Cluster, Store: b.st, EC2: b.ec2, Logger: b.log, Clock: b.cfg.Clock,
 		})
+		b.mu.Lock()
+		b.rec = rec
+		b.mu.Unlock()
 		g.Go(func() error { return rec.Run(gctx) })
 	}
 	return g.Wait()

@@ -43,6 +43,9 @@ type Sources struct {
 	// Engine returns the leader's engine of the current term (nil when
 	// none); nil Engine skips the planning counters.
 	Engine func() Engine
+	// Drift returns the leader's reconciler of the current term (nil when
+	// none); nil Drift skips the drift gauge.
+	Drift func() Drift
 	// Now is the clock intent ages are measured with; nil is time.Now.
 	Now func() time.Time
 }
@@ -105,6 +108,11 @@ func Register(m metric.Meter, s Sources) error {
 	}
 	if s.Engine != nil {
 		if err := registerEngine(m, s.Engine); err != nil {
+			return err
+		}
+	}
+	if s.Drift != nil {
+		if err := registerDrift(m, s.Leader, s.Drift); err != nil {
 			return err
 		}
 	}

@@ -32,7 +32,8 @@ func exported(t *testing.T) map[string]telemetrytest.Family {
 	if _, err := ec2client.New(context.Background(), ec2client.Config{Region: "us-east-1", Meter: rec}); err != nil {
 		t.Fatal(err)
 	}
-	if err := metrics.Register(rec, metrics.Sources{State: noState{}, Engine: func() metrics.Engine { return nil }}); err != nil {
+	if err := metrics.Register(rec, metrics.Sources{State: noState{}, Engine: func() metrics.Engine { return nil },
+		Drift: func() metrics.Drift { return nil }}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := metrics.EtcdDialOptions(rec); err != nil {
@@ -189,7 +190,7 @@ type rules struct {
 // wantAlerts are the conditions operators asked to be paged about.
 var wantAlerts = []string{
 	"AllotEC2Throttled", "AllotPodsWaitingForAddresses", "AllotSubnetNearlyFull", "AllotBrokerLeaderMissing",
-	"AllotIntentStuck", "AllotAgentBrokerDisconnected",
+	"AllotIntentStuck", "AllotAgentBrokerDisconnected", "AllotDriftFound",
 }
 
 func TestAlertRulesNameExportedMetrics(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/allotnet/allot/broker/clock"
 	"github.com/allotnet/allot/broker/executor"
+	"github.com/allotnet/allot/broker/subnets"
 )
 
 // Config is everything a broker replica is told. allot-broker builds it from
@@ -42,6 +43,10 @@ type Config struct {
 	// Logger and Clock are set by the broker; its timers are in Clock's
 	// time.
 	Engine executor.Config
+	// PodSubnets selects the subnets the leader records from EC2 at start
+	// and refreshes, so their budgets are listed before any node in them
+	// registers. Empty: a subnet is recorded when a node in it registers.
+	PodSubnets subnets.Selector
 	// NoReconciler leaves the reconciler off on the leader; for tests that
 	// want only the engine's EC2 calls.
 	NoReconciler bool

@@ -7,12 +7,14 @@ import (
 
 	"github.com/allotnet/allot/broker/executor"
 	"github.com/allotnet/allot/broker/reconciler"
+	"github.com/allotnet/allot/broker/subnets"
 )
 
-// lead is what the elected replica runs each term: a fresh engine and
-// reconciler (their in-memory state is a cache of etcd and EC2, rebuilt
-// every term), stopped when the term ends. If either stops on its own, the
-// other is stopped too and the replica resigns, so a standby takes over.
+// lead is what the elected replica runs each term: a fresh engine,
+// reconciler and pod-subnet discovery (their in-memory state is a cache of
+// etcd and EC2, rebuilt every term), stopped when the term ends. If one
+// fails, the others are stopped too and the replica resigns, so a standby
+// takes over.
 func (b *Broker) lead(ctx context.Context) error {
 	ec := b.cfg.Engine
 	ec.Cluster, ec.Store, ec.EC2, ec.Logger, ec.Clock = b.cfg.Cluster, b.st, b.ec2, b.log, b.cfg.Clock
@@ -23,6 +25,12 @@ func (b *Broker) lead(ctx context.Context) error {
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return eng.Run(gctx) })
+	if !b.cfg.PodSubnets.Empty() {
+		d := subnets.New(subnets.Config{
+			Selector: b.cfg.PodSubnets, EC2: b.ec2, Store: b.st, Logger: b.log, Clock: b.cfg.Clock,
+		})
+		g.Go(func() error { return d.Run(gctx) })
+	}
 	if !b.cfg.NoReconciler {
 		rec := reconciler.New(reconciler.Config{
 			Cluster: b.cfg.Cluster, Store: b.st, EC2: b.ec2, Logger: b.log, Clock: b.cfg.Clock,

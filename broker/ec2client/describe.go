@@ -118,13 +118,7 @@ func (c *Client) DescribeSubnets(ctx context.Context, ids []string) ([]SubnetInf
 			return nil, err
 		}
 		for _, s := range page.Subnets {
-			out = append(out, SubnetInfo{
-				ID:        aws.ToString(s.SubnetId),
-				CIDR:      aws.ToString(s.CidrBlock),
-				AZ:        aws.ToString(s.AvailabilityZone),
-				VPCID:     aws.ToString(s.VpcId),
-				Available: int64(aws.ToInt32(s.AvailableIpAddressCount)),
-			})
+			out = append(out, subnetInfo(s))
 		}
 		if token = page.NextToken; aws.ToString(token) == "" {
 			return out, nil

@@ -35,7 +35,7 @@ func findBudget(v *view, id string) (*allotv1.SubnetBudget, error) {
 			return b, nil
 		}
 	}
-	return nil, fmt.Errorf("subnet %s has no budget record (the broker records a subnet when a node in it registers): %w",
+	return nil, fmt.Errorf("subnet %s has no budget record (the broker records a subnet when a node in it registers, or at start when --pod-subnet-* selects it): %w",
 		id, rpcerr.ErrNotFound)
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/allotnet/allot/broker/executor"
+	"github.com/allotnet/allot/broker/subnets"
 	"github.com/allotnet/allot/internal/buildinfo"
 	"github.com/allotnet/allot/internal/logfmt"
 )
@@ -64,6 +65,9 @@ type config struct {
 	attestVPCs    []string
 	nodeTokenTTL  time.Duration
 	insecure      bool
+
+	// podSubnets selects the subnets recorded at start.
+	podSubnets subnets.Selector
 }
 
 // insecureFlag serves anyone in plaintext. Its name says so, so nobody sets
@@ -104,6 +108,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.etcdKey, "etcd-key", "", "client key for etcd")
 	fs.StringVar(&c.dataDir, "data-dir", "/var/lib/allot-broker", "data directory of the embedded etcd")
 	c.etcd.flags(fs)
+	var sf subnetFlags
+	sf.register(fs)
 	fs.StringVar(&c.ec2Region, "ec2-region", "", "EC2 region (default: the AWS SDK's chain, e.g. AWS_REGION; us-east-1 with --ec2-endpoint)")
 	fs.StringVar(&c.ec2Endpoint, "ec2-endpoint", "", "EC2 endpoint override (e.g. awssim's URL); static test credentials are used with it")
 	fs.Float64Var(&c.bucketShare, "bucket-share", 0.5, "fraction (0,1] of each EC2 request bucket this broker may use; leave room for other tools")
@@ -164,6 +170,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return c, err
 	}
 	c.attestVPCs = splitComma(*vpcs)
+	if c.podSubnets, err = sf.selector(); err != nil {
+		return c, err
+	}
 	return c, checkSecurity(c)
 }
 

@@ -98,6 +98,7 @@ func brokerConfig(ctx context.Context, cfg config, log *slog.Logger) (brokerd.Co
 			Region: cfg.ec2Region, Endpoint: cfg.ec2Endpoint, BucketShare: cfg.bucketShare,
 		},
 		Engine:          executor.Config{Gather: cfg.gather, GatherMax: cfg.gatherMax},
+		PodSubnets:      cfg.podSubnets,
 		ElectionTTL:     cfg.electionTTL,
 		NodeTTL:         cfg.nodeTTL,
 		ShutdownTimeout: cfg.shutdownTimeout,

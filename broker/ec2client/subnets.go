@@ -1,0 +1,66 @@
+package ec2client
+
+import (
+	"context"
+	"sort"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+)
+
+// SubnetFilter selects subnets by VPC and by tag; every field set must
+// match (EC2 ANDs its filters). A tag with an empty value matches any
+// value of that key.
+type SubnetFilter struct {
+	VPCIDs []string
+	Tags   map[string]string
+}
+
+// FindSubnets returns the subnets that match f, sorted by ID.
+func (c *Client) FindSubnets(ctx context.Context, f SubnetFilter) ([]SubnetInfo, error) {
+	var filters []types.Filter
+	if len(f.VPCIDs) > 0 {
+		filters = append(filters, types.Filter{Name: aws.String("vpc-id"), Values: f.VPCIDs})
+	}
+	keys := make([]string, 0, len(f.Tags))
+	for k := range f.Tags {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if v := f.Tags[k]; v != "" {
+			filters = append(filters, types.Filter{Name: aws.String("tag:" + k), Values: []string{v}})
+		} else {
+			filters = append(filters, types.Filter{Name: aws.String("tag-key"), Values: []string{k}})
+		}
+	}
+	var out []SubnetInfo
+	var token *string
+	for {
+		req := &ec2.DescribeSubnetsInput{Filters: filters, NextToken: token}
+		page, err := call(ctx, c, "DescribeSubnets", true, func(ctx context.Context) (*ec2.DescribeSubnetsOutput, error) {
+			return c.ec2.DescribeSubnets(ctx, req)
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range page.Subnets {
+			out = append(out, subnetInfo(s))
+		}
+		if token = page.NextToken; aws.ToString(token) == "" {
+			sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+			return out, nil
+		}
+	}
+}
+
+func subnetInfo(s types.Subnet) SubnetInfo {
+	return SubnetInfo{
+		ID:        aws.ToString(s.SubnetId),
+		CIDR:      aws.ToString(s.CidrBlock),
+		AZ:        aws.ToString(s.AvailabilityZone),
+		VPCID:     aws.ToString(s.VpcId),
+		Available: int64(aws.ToInt32(s.AvailableIpAddressCount)),
+	}
+}

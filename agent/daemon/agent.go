@@ -46,6 +46,9 @@ type Deps struct {
 	Clock pool.Clock
 	// Logger receives structured logs; nil discards them.
 	Logger *slog.Logger
+	// RecentLogs, if set, holds the agent's latest log records for
+	// introspection's /v1/logs (logring.Ring).
+	RecentLogs interface{ Lines() []byte }
 }
 
 // Agent is one node's agent. Its CNI methods (Add, Del, Check, GC, Status)

@@ -78,3 +78,12 @@ func (s source) Health() introspect.Health {
 	bs := s.a.link.Status()
 	return introspect.Health{Ready: true, BrokerConnected: bs.Connected, BrokerError: bs.LastError}
 }
+
+// Logs returns the agent's latest log records, JSON lines, oldest first;
+// nil when none are kept.
+func (s source) Logs() []byte {
+	if s.a.deps.RecentLogs == nil {
+		return nil
+	}
+	return s.a.deps.RecentLogs.Lines()
+}

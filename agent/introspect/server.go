@@ -1,6 +1,7 @@
 // Package introspect serves the agent's node-local introspection over HTTP
 // on a loopback address: /v1/enis and /v1/pods (JSON, the views operators
-// know from aws-vpc-cni), /v1/check (records against host devices), /healthz, and /metrics (OpenTelemetry instruments
+// know from aws-vpc-cni), /v1/check (records against host devices),
+// /v1/logs (the latest log records), /healthz, and /metrics (OpenTelemetry instruments
 // through a Prometheus exporter). Metrics alone can also be served on the
 // node's address for in-cluster scraping (internal/telemetry.Listen).
 package introspect
@@ -96,6 +97,8 @@ type Source interface {
 	Pods() []Pod
 	Health() Health
 	Check() CheckReport
+	// Logs are the latest log records, JSON lines; nil when none are kept.
+	Logs() []byte
 }
 
 // Server is the introspection HTTP server.
@@ -171,6 +174,10 @@ func Handler(src Source, metrics *telemetry.Metrics) http.Handler {
 			code = http.StatusServiceUnavailable
 		}
 		writeJSON(w, code, rep)
+	})
+	mux.HandleFunc("GET /v1/logs", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		_, _ = w.Write(src.Logs())
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		h := src.Health()

@@ -23,6 +23,7 @@ func (f fakeSource) Pods() []Pod {
 	return []Pod{{Network: "n", ContainerID: "c1", IfName: "eth0", Addr: "10.0.0.5"}}
 }
 func (f fakeSource) Health() Health { return f.h }
+func (f fakeSource) Logs() []byte   { return []byte(`{"msg":"agent ready"}` + "\n") }
 func (f fakeSource) Check() CheckReport {
 	return CheckReport{Pods: 1, HostVeths: 2, Findings: []Finding{{Class: "devices-without-pod", HostVeth: "alt1234"}}}
 }
@@ -70,6 +71,9 @@ func TestEndpoints(t *testing.T) {
 	var pods []Pod
 	if code != 200 || json.Unmarshal([]byte(body), &pods) != nil || len(pods) != 1 || pods[0].Addr != "10.0.0.5" {
 		t.Fatalf("/v1/pods: %d %s", code, body)
+	}
+	if code, body = get(t, base+"/v1/logs"); code != 200 || !strings.Contains(body, "agent ready") {
+		t.Fatalf("/v1/logs: %d %s", code, body)
 	}
 	if code, body = get(t, base+"/v1/check"); code != 200 || !strings.Contains(body, `"class": "devices-without-pod"`) {
 		t.Fatalf("/v1/check: %d %s", code, body)

@@ -24,6 +24,7 @@ import (
 	"github.com/allotnet/allot/agent/identity"
 	"github.com/allotnet/allot/internal/buildinfo"
 	"github.com/allotnet/allot/internal/logfmt"
+	"github.com/allotnet/allot/internal/logring"
 	"github.com/allotnet/allot/internal/telemetry"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
@@ -39,13 +40,16 @@ func main() {
 		}
 		os.Exit(2)
 	}
-	log := logfmt.New(os.Stderr, cfg.log)
+	// The latest records also stay in memory for /v1/logs and the
+	// support bundle.
+	recent := logring.New(2000)
+	log := logring.Tee(logfmt.New(os.Stderr, cfg.log), recent, cfg.log.Level)
 	if cfg.nodeName != "" {
 		log = log.With("k8s_node", cfg.nodeName)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, cfg, log); err != nil {
+	if err := run(ctx, cfg, log, recent); err != nil {
 		log.Error("allot-agent failed", "err", err)
 		os.Exit(1)
 	}
@@ -53,7 +57,7 @@ func main() {
 }
 
 // run builds the agent's dependencies from cfg and runs it until ctx ends.
-func run(ctx context.Context, cfg config, log *slog.Logger) error {
+func run(ctx context.Context, cfg config, log *slog.Logger, recent *logring.Ring) error {
 	tracing, err := telemetry.NewTracing(ctx, cfg.trace)
 	if err != nil {
 		return err
@@ -78,10 +82,11 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		log.Warn("talking to the broker in plaintext; use --broker-ca (and --broker-cert) outside tests")
 	}
 	agent, err := daemon.New(cfg.agent, daemon.Deps{
-		IMDS:    imds,
-		Network: netw,
-		Broker:  allotv1.NewNodeServiceClient(conn),
-		Logger:  log,
+		IMDS:       imds,
+		Network:    netw,
+		Broker:     allotv1.NewNodeServiceClient(conn),
+		Logger:     log,
+		RecentLogs: recent,
 	})
 	if err != nil {
 		return err

@@ -38,13 +38,14 @@ const bundleReadme = `allot support bundle
 broker/   what the broker answered: status, nodes, ENIs, subnet budgets and
           allotctl check (as JSON); errors.txt lists what it refused.
 agents/   per agent (its introspection address): /v1/enis, /v1/pods,
-          /v1/check, /healthz and /metrics.
+          /v1/check, /healthz, /metrics and its latest log records
+          (logs.jsonl).
 version.txt  the allotctl that made the bundle.
 
 Nothing secret is collected: no certificate, key, token, credential or
 environment. It does hold pod names, namespaces, container IDs and
-addresses. Logs are not in it: add "kubectl logs" of the broker and of the
-agents (or journalctl) beside it.
+addresses. The broker's logs are not in it: add "kubectl logs" of the
+broker beside it.
 `
 
 // bundle collects files for the tarball, in order.
@@ -127,15 +128,18 @@ func collectBroker(ctx context.Context, c *client, b *bundle) {
 // collectAgent reads an agent's introspection, which is all read-only.
 func collectAgent(ctx context.Context, addr string, b *bundle) {
 	dir := "agents/" + strings.NewReplacer(":", "_", "/", "_").Replace(addr)
-	for _, p := range []string{"/v1/enis", "/v1/pods", "/v1/check", "/healthz", "/metrics"} {
+	for _, p := range []string{"/v1/enis", "/v1/pods", "/v1/check", "/healthz", "/metrics", "/v1/logs"} {
 		data, err := fetchAgent(ctx, addr, p)
 		if err != nil {
 			b.fail("agent "+addr+" "+p, err)
 			continue
 		}
 		file := path.Base(p) + ".json"
-		if p == "/metrics" {
+		switch p {
+		case "/metrics":
 			file = "metrics.txt"
+		case "/v1/logs":
+			file = "logs.jsonl"
 		}
 		b.add(dir+"/"+file, data)
 	}

@@ -22,6 +22,7 @@ func fakeAgent(t *testing.T) string {
 		"/v1/check": `{"pods":1,"hostVeths":1,"findings":[]}`,
 		"/healthz":  `{"ready":true}`,
 		"/metrics":  "allot_agent_pool_enis 1\n",
+		"/v1/logs":  `{"level":"INFO","msg":"agent ready"}` + "\n",
 	} {
 		mux.HandleFunc("GET "+p, func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, body) })
 	}

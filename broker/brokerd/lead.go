@@ -15,9 +15,15 @@ import (
 // etcd and EC2, rebuilt every term), stopped when the term ends. If one
 // fails, the others are stopped too and the replica resigns, so a standby
 // takes over.
+// Whatever may change EC2 goes through the split-brain guard (guardTerm).
 func (b *Broker) lead(ctx context.Context) error {
+	ec2c, ctx, stop, err := b.guardTerm(ctx)
+	if err != nil {
+		return err
+	}
+	defer stop()
 	ec := b.cfg.Engine
-	ec.Cluster, ec.Store, ec.EC2, ec.Logger, ec.Clock = b.cfg.Cluster, b.st, b.ec2, b.log, b.cfg.Clock
+	ec.Cluster, ec.Store, ec.EC2, ec.Logger, ec.Clock = b.cfg.Cluster, b.st, ec2c, b.log, b.cfg.Clock
 	eng := executor.New(ec)
 	b.mu.Lock()
 	b.eng = eng
@@ -33,12 +39,16 @@ func (b *Broker) lead(ctx context.Context) error {
 	}
 	if !b.cfg.NoReconciler {
 		rec := reconciler.New(reconciler.Config{
-			Cluster: b.cfg.Cluster, Store: b.st, EC2: b.ec2, Logger: b.log, Clock: b.cfg.Clock,
+			Cluster: b.cfg.Cluster, Store: b.st, EC2: ec2c, Logger: b.log, Clock: b.cfg.Clock,
 		})
 		b.mu.Lock()
 		b.rec = rec
 		b.mu.Unlock()
 		g.Go(func() error { return rec.Run(gctx) })
 	}
-	return g.Wait()
+	err = g.Wait()
+	if gerr := ec2c.Err(); gerr != nil {
+		return gerr // resign; the next term's gate refuses until the cause is gone
+	}
+	return err
 }

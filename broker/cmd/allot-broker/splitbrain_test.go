@@ -12,6 +12,7 @@ import (
 	"github.com/allotnet/allot/awssim/scenario"
 	"github.com/allotnet/allot/broker/splitguard"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
+	"google.golang.org/grpc"
 )
 
 func mutatingCalls(sim *awssim.Sim) int64 {
@@ -43,13 +44,15 @@ func TestTwoSeparateStatesRefuseLoudly(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	insts := sim.World().Instances()
+	sec := newSecure(t, sim)
 	common := []string{"--cluster", "prod", "--ec2-endpoint", sim.EC2Endpoint(), "--time-scale", "10", "--election-ttl", "2s"}
+	common = append(common, sec.args(t)...)
 
 	// A and its node: more addresses than the primary ENI holds (an
 	// m5.large's has 9 free slots), so A creates an ENI, which carries A's
 	// state's ID.
 	a := startBroker(t, append([]string{"--name", "a", "--data-dir", filepath.Join(t.TempDir(), "a")}, common...)...)
-	demand(t, ctx, a, insts[0].ID, identityOf(insts[0]), 12)
+	demand(t, ctx, a, sec.node(t, a, insts[0].ID), identityOf(insts[0]), 12)
 	tagged := 0
 	for _, e := range sim.World().AllNetworkInterfaces() {
 		if e.Tags[splitguard.TagStoreID] != "" {
@@ -63,7 +66,7 @@ func TestTwoSeparateStatesRefuseLoudly(t *testing.T) {
 	// B: its own etcd, the same cluster name, a node that wants addresses.
 	before := mutatingCalls(sim)
 	b := startBroker(t, append([]string{"--name", "b", "--data-dir", filepath.Join(t.TempDir(), "b")}, common...)...)
-	bc := b.conn(t)
+	bc := sec.admin(t, b)
 	eventually(t, "broker b leads its own state", func() error {
 		l, err := leaderOf(ctx, bc)
 		if err == nil && l != "b" {
@@ -71,7 +74,7 @@ func TestTwoSeparateStatesRefuseLoudly(t *testing.T) {
 		}
 		return err
 	})
-	node := allotv1.NewNodeServiceClient(bc)
+	node := allotv1.NewNodeServiceClient(sec.node(t, b, insts[1].ID))
 	if _, err := node.Register(ctx, &allotv1.RegisterRequest{Node: identityOf(insts[1])}); err != nil {
 		t.Fatal(err)
 	}
@@ -100,11 +103,12 @@ func TestTwoSeparateStatesRefuseLoudly(t *testing.T) {
 	}
 }
 
-// demand registers a node with p, asks for n addresses and waits until the
-// broker delivered them.
-func demand(t *testing.T, ctx context.Context, p *proc, id string, ident *allotv1.NodeIdentity, n int) {
+// demand registers a node with broker p over the node's connection conn,
+// asks for n addresses and waits until the broker delivered them.
+func demand(t *testing.T, ctx context.Context, p *proc, conn *grpc.ClientConn, ident *allotv1.NodeIdentity, n int) {
 	t.Helper()
-	node := allotv1.NewNodeServiceClient(p.conn(t))
+	id := ident.GetInstanceId()
+	node := allotv1.NewNodeServiceClient(conn)
 	if _, err := node.Register(ctx, &allotv1.RegisterRequest{Node: ident}); err != nil {
 		t.Fatal(err)
 	}

@@ -250,6 +250,29 @@ func TestAttacks(t *testing.T) {
 		})
 	})
 
+	t.Run("a node's own ReportUsage with seq 2^64-1 then an honest report", func(t *testing.T) {
+		e.quiet(t, func() {
+			ctx := ctx30(t)
+			_, err := e.honestC.ReportUsage(ctx, &allotv1.ReportUsageRequest{InstanceId: e.c.ID, Seq: math.MaxUint64, Free: e.cAddresses})
+			wantCode(t, "ReportUsage seq 2^64-1", err, codes.InvalidArgument)
+			// The next honest report still counts.
+			_, err = e.honestC.ReportUsage(ctx, &allotv1.ReportUsageRequest{InstanceId: e.c.ID, Seq: 2,
+				Assigned: e.cAddresses[:2], Free: e.cAddresses[2:]})
+			if err != nil {
+				t.Fatalf("the honest report after it: %v", err)
+			}
+			nodes, err := allotv1.NewAdminServiceClient(e.sec.admin(t, e.p)).ListNodes(ctx, &allotv1.ListNodesRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range nodes.GetNodes() {
+				if n.GetInstanceId() == e.c.ID && n.GetAssigned() != 2 {
+					t.Errorf("C's assigned = %d after its honest report, want 2 (the poisoned seq was recorded?)", n.GetAssigned())
+				}
+			}
+		})
+	})
+
 	t.Run("an ID of 1 MB", func(t *testing.T) {
 		huge := "i-" + strings.Repeat("f", 1_000_000)
 		before := len(e.p.logText())

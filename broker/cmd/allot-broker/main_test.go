@@ -48,9 +48,10 @@ func TestMain(m *testing.M) {
 
 // proc is a running allot-broker with its log.
 type proc struct {
-	cmd  *exec.Cmd
-	addr string
-	done chan error
+	cmd   *exec.Cmd
+	addr  string
+	addrC chan string
+	done  chan error
 
 	mu  sync.Mutex
 	log bytes.Buffer
@@ -60,6 +61,15 @@ var servingRe = regexp.MustCompile(`msg="serving gRPC" addr=(\S+)`)
 
 // startBroker runs the binary and waits for it to log its address.
 func startBroker(t *testing.T, args ...string) *proc {
+	t.Helper()
+	p := spawnBroker(t, args...)
+	p.waitServing(t)
+	return p
+}
+
+// spawnBroker runs the binary without waiting: a member of an etcd cluster
+// serves only once a quorum of its peers runs.
+func spawnBroker(t *testing.T, args ...string) *proc {
 	t.Helper()
 	p := &proc{cmd: exec.Command(brokerBin, append([]string{"--listen", "127.0.0.1:0", "--log-level", "debug"}, args...)...),
 		done: make(chan error, 1)}
@@ -71,6 +81,7 @@ func startBroker(t *testing.T, args ...string) *proc {
 		t.Fatal(err)
 	}
 	addr := make(chan string, 1)
+	p.addrC = addr
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -95,14 +106,19 @@ func startBroker(t *testing.T, args ...string) *proc {
 			t.Logf("allot-broker log:\n%s", p.logText())
 		}
 	})
+	return p
+}
+
+// waitServing waits for the broker to log its gRPC address.
+func (p *proc) waitServing(t *testing.T) {
+	t.Helper()
 	select {
-	case p.addr = <-addr:
+	case p.addr = <-p.addrC:
 	case err := <-p.done:
 		t.Fatalf("allot-broker exited before serving: %v\n%s", err, p.logText())
 	case <-time.After(60 * time.Second):
 		t.Fatalf("allot-broker did not start serving\n%s", p.logText())
 	}
-	return p
 }
 
 func (p *proc) logText() string {

@@ -99,10 +99,11 @@ func (e *Engine) plannable(rs *runState, snap *snapshot, free func(string) bool,
 func (e *Engine) queueActions(rs *runState, snap *snapshot, actions []planner.Action) {
 	for _, a := range actions {
 		n := snap.node[a.InstanceID]
+		tp := snap.demands[a.InstanceID].Trace
 		switch a.Kind {
 		case planner.CreateAttach:
 			begun := rs.queue(a.SubnetID, a.Cost(), firstClass(a))
-			rs.schedule(a.InstanceID, kindCreateAttach, a.Urgent, func(ctx context.Context) error {
+			rs.scheduleFor(a.InstanceID, kindCreateAttach, a.Urgent, tp, func(ctx context.Context) error {
 				defer begun()
 				return e.createAttach(ctx, rs, a, n, begun)
 			})
@@ -112,7 +113,7 @@ func (e *Engine) queueActions(rs *runState, snap *snapshot, actions []planner.Ac
 				a.SubnetID = eni.SubnetID
 			}
 			begun := rs.queue(a.SubnetID, a.Cost(), firstClass(a))
-			rs.schedule(a.InstanceID, kindAssign, a.Urgent, func(ctx context.Context) error {
+			rs.scheduleFor(a.InstanceID, kindAssign, a.Urgent, tp, func(ctx context.Context) error {
 				defer begun()
 				return e.assign(ctx, rs, a, eni, begun)
 			})

@@ -14,6 +14,8 @@ type task struct {
 	urgent bool
 	seq    uint64
 	fn     func(ctx context.Context) error
+	// trace is the traceparent of the demand the task answers, if any.
+	trace string
 }
 
 // queue hands tasks to the workers, urgent ones (pods waiting now) first and

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/allotnet/allot/broker/ec2client"
@@ -169,10 +170,16 @@ const RefusalBackoff = 5 * time.Minute
 // schedule queues fn as a task for node; the node counts as busy (and is
 // not planned for) until the task ends.
 func (rs *runState) schedule(node, kind string, urgent bool, fn func(ctx context.Context) error) {
+	rs.scheduleFor(node, kind, urgent, "", fn)
+}
+
+// scheduleFor is schedule for a task that answers a demand stated in the
+// trace context traceparent: the task's span links to it.
+func (rs *runState) scheduleFor(node, kind string, urgent bool, traceparent string, fn func(ctx context.Context) error) {
 	rs.mu.Lock()
 	rs.busy[node]++
 	rs.mu.Unlock()
-	rs.q.push(&task{node: node, kind: kind, urgent: urgent, fn: fn})
+	rs.q.push(&task{node: node, kind: kind, urgent: urgent, fn: fn, trace: traceparent})
 }
 
 // queue counts a planned action's budget as taken until its intent is
@@ -278,8 +285,16 @@ var tracer = otel.Tracer("github.com/allotnet/allot/broker/executor")
 
 // runTask runs t under its span.
 func runTask(ctx context.Context, t *task) error {
-	ctx, span := tracer.Start(ctx, "allot "+t.kind, trace.WithAttributes(
-		attribute.String("allot.node", t.node), attribute.Bool("allot.urgent", t.urgent)))
+	opts := []trace.SpanStartOption{trace.WithAttributes(
+		attribute.String("allot.node", t.node), attribute.Bool("allot.urgent", t.urgent))}
+	if t.trace != "" {
+		demand := propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier{"traceparent": t.trace})
+		if sc := trace.SpanContextFromContext(demand); sc.IsValid() {
+			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc,
+				Attributes: []attribute.KeyValue{attribute.String("allot.link", "demand")}}))
+		}
+	}
+	ctx, span := tracer.Start(ctx, "allot "+t.kind, opts...)
 	defer span.End()
 	err := t.fn(ctx)
 	if err != nil && !errors.Is(err, errWait) {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"go.opentelemetry.io/otel/propagation"
 	"log/slog"
 	"slices"
 	"strings"
@@ -248,6 +249,7 @@ func (s *nodeService) SetDemand(ctx context.Context, req *allotv1.SetDemandReque
 		Known:         int(req.GetKnown()),
 		HasKnown:      req.Known != nil,
 		UpdatedAt:     s.now(),
+		Trace:         traceparent(ctx),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("set demand of %s: %w", id, err)
@@ -337,4 +339,11 @@ func (s *nodeService) registered(ctx context.Context, id string) error {
 		return fmt.Errorf("look up node %s: %w", id, err)
 	}
 	return nil
+}
+
+// traceparent is the W3C trace context of ctx's span, or "".
+func traceparent(ctx context.Context) string {
+	c := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(ctx, c)
+	return c.Get("traceparent")
 }

@@ -103,7 +103,10 @@ type Demand struct {
 	Known     int       `json:"known,omitempty"`
 	HasKnown  bool      `json:"has_known,omitempty"`
 	UpdatedAt time.Time `json:"updated_at"`
-	Rev       int64     `json:"-"`
+	// Trace is the W3C traceparent of the call that stated the demand, so
+	// the EC2 actions that answer it can link to it; empty when untraced.
+	Trace string `json:"trace,omitempty"`
+	Rev   int64  `json:"-"`
 }
 
 // Usage is a node's latest batch report of which addresses pods hold.

@@ -14,11 +14,12 @@ import (
 // collector, makes pods need new ENIs, and finds in what the collector
 // received: each agent's CNI ADD spans (service allot-agent), and the
 // broker's EC2 actions (service allot-broker) each in one trace with the
-// EC2 calls they made as children.
+// EC2 calls they made as children, linked to the SetDemand call — the
+// agent's, propagated to the broker — whose demand they answer.
 //
 // What it does not find, because allot does not carry it yet: one trace
-// from the ADD through the demand to the EC2 calls (the demand goes to the
-// broker asynchronously, and the plan that answers it is not linked).
+// from the ADD itself to the EC2 calls (the agent states its demand on its
+// own schedule, not inside the waiting ADD).
 func TestTracesReachACollector(t *testing.T) {
 	rcv, err := telemetrytest.NewReceiver()
 	if err != nil {
@@ -56,6 +57,21 @@ func TestTracesReachACollector(t *testing.T) {
 		}
 		if creates == 0 {
 			return fmt.Errorf("no EC2 CreateNetworkInterface span yet (%d spans)", len(spans))
+		}
+		linked := 0
+		for _, s := range spans {
+			if s.Service != "allot-broker" || s.Name != "allot create-attach" {
+				continue
+			}
+			for _, id := range s.LinkSpans {
+				d, ok := byID[id]
+				if ok && d.Name == "allot.v1.NodeService/SetDemand" {
+					linked++
+				}
+			}
+		}
+		if linked == 0 {
+			return fmt.Errorf("no create-attach action links to the SetDemand it answers")
 		}
 		return nil
 	})

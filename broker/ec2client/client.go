@@ -107,6 +107,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 			tr.MaxIdleConnsPerHost = maxIdleConns
 		})
 	}
+	awsCfg.HTTPClient = ownBody{next: awsCfg.HTTPClient}
 	api := ec2.NewFromConfig(awsCfg, func(o *ec2.Options) {
 		if cfg.Endpoint != "" {
 			o.BaseEndpoint = aws.String(cfg.Endpoint)

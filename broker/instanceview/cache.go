@@ -152,9 +152,7 @@ func (c *Cache) describe(ctx context.Context, batch map[string][]chan result) {
 	var failed map[string]error
 	if err != nil && len(ids) > 1 {
 		// One failed answer must not fail a fleet's registrations: ask
-		// for each instance alone. (awssim's DescribeInstances answers for
-		// about eight or more instances intermittently fail to decode in
-		// the SDK; see docs/security.md.)
+		// for each instance alone.
 		got, failed = c.one(ctx, ids)
 		err = nil
 	}

@@ -31,8 +31,8 @@ type Config struct {
 	// Name is the member name; "allot" if empty.
 	Name string
 	// ClientURL and PeerURL are the http URLs this member advertises; it
-	// binds to them too when their host is an address, else to every
-	// address on their port. An empty ClientURL means 127.0.0.1 on a free
+	// binds to them too when their host is a loopback address, else to
+	// every address on their port. An empty ClientURL means 127.0.0.1 on a free
 	// port; an empty PeerURL means this member's URL in InitialCluster, or
 	// 127.0.0.1 on a free port.
 	ClientURL, PeerURL string

@@ -99,12 +99,13 @@ func parseURL(s string) (*url.URL, error) {
 }
 
 // listenURL is where to bind for an advertised URL: the URL itself when its
-// host is an address (or localhost), else every address on its port. etcd
-// binds only to addresses, and in a StatefulSet the advertised host is the
-// pod's DNS name.
+// host is a loopback address (or localhost), else every address on its
+// port. etcd binds only to addresses, and in a cluster the advertised host
+// is often not one of the pod's: a pod's DNS name, or a Service's cluster IP
+// that forwards to the pod.
 func listenURL(adv *url.URL) *url.URL {
 	host := adv.Hostname()
-	if host == "localhost" || net.ParseIP(host) != nil {
+	if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
 		return adv
 	}
 	l := *adv

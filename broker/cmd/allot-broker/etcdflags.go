@@ -23,7 +23,7 @@ func (e embeddedEtcd) clustered() bool { return e.initialCluster != "" }
 
 func (e *embeddedEtcd) flags(fs *flag.FlagSet) {
 	fs.StringVar(&e.name, "etcd-name", "", "embedded etcd member name (default: --name); must be this member's name in --etcd-initial-cluster")
-	fs.StringVar(&e.peerURL, "etcd-peer-url", "", "embedded etcd peer URL other members reach this one at (default: this member's URL in --etcd-initial-cluster, else 127.0.0.1 on a free port); a host that is a name, not an address, is bound as 0.0.0.0")
+	fs.StringVar(&e.peerURL, "etcd-peer-url", "", "embedded etcd peer URL other members reach this one at (default: this member's URL in --etcd-initial-cluster, else 127.0.0.1 on a free port); a host other than a loopback address (a pod's DNS name, a Service IP) is bound as 0.0.0.0 on the same port")
 	fs.StringVar(&e.clientURL, "etcd-client-url", "", "embedded etcd client URL (default: 127.0.0.1 on a free port); the broker dials it, and so does etcdctl for backups")
 	fs.StringVar(&e.initialCluster, "etcd-initial-cluster", "", "every embedded etcd member, name=peer-url,... (e.g. the StatefulSet's broker-0..2); empty runs a member alone. Read only while --data-dir is empty")
 	fs.StringVar(&e.clusterState, "etcd-initial-cluster-state", etcdembed.StateNew, "new: the members bootstrap together; existing: join a running cluster after `etcdctl member add`")

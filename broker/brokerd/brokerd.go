@@ -74,7 +74,9 @@ func New(ctx context.Context, cfg Config) (b *Broker, err error) {
 	if b.st, err = store.Open(cli, cfg.Cluster); err != nil {
 		return nil, err
 	}
-	lim := ratelimit.New(ratelimit.Config{Share: cfg.EC2.BucketShare, TimeScale: cfg.Clock.Scale()})
+	// Adapt: the buckets learn when EC2 throttles harder than the model
+	// (lower account limits, other tenants).
+	lim := ratelimit.New(ratelimit.Config{Share: cfg.EC2.BucketShare, TimeScale: cfg.Clock.Scale(), Adapt: true})
 	b.ec2, err = ec2client.New(ctx, ec2client.Config{
 		Region: cfg.EC2.Region, Endpoint: cfg.EC2.Endpoint, Credentials: cfg.EC2.Credentials, Limiter: lim,
 		Logger: log.With("component", "ec2client"), Meter: cfg.Meter,

@@ -5,8 +5,10 @@
 //
 // The SDK's own retryer is off: its exponential backoff is what left pods
 // waiting in the 500-node burst docs/benchmarks.md describes. A
-// RequestLimitExceeded (someone else in the account used the tokens) empties
-// our bucket and the call goes again as soon as the next token is ours; every
+// RequestLimitExceeded (someone else in the account used the tokens, or the
+// account's limits are lower than the model) empties our bucket, teaches it
+// EC2's real pace when the limiter adapts, and the call goes again on the
+// next turn; every
 // other error goes straight back to the caller, who knows whether the call is
 // safe to repeat.
 package ec2client
@@ -165,15 +167,17 @@ func (c *Client) count(m map[string]int64, action string) {
 	c.mu.Unlock()
 }
 
-// call sends one EC2 request: it waits for a token of the action's class,
-// sends, and on RequestLimitExceeded drains the bucket and tries again with
-// the next token, up to the retry bound. filtered says whether a Describe
+// call sends one EC2 request: it waits for a turn of the action's class,
+// sends, tells the limiter how EC2 answered (with Config.Adapt it learns
+// buckets tighter than its model), and on RequestLimitExceeded tries again
+// on the next turn, up to the retry bound. filtered says whether a Describe
 // carries a filter or pagination (it picks the bucket).
 func call[T any](ctx context.Context, c *Client, action string, filtered bool, send func(context.Context) (T, error)) (T, error) {
 	class := ratelimit.ClassOf(action, filtered)
 	var zero T
 	for attempt := 0; ; attempt++ {
-		if err := c.limiter.Wait(ctx, class); err != nil {
+		turn, err := c.limiter.Acquire(ctx, class)
+		if err != nil {
 			return zero, &APIError{Action: action, Err: fmt.Errorf("waiting for a %s token: %w", class, err)}
 		}
 		c.count(c.calls, action)
@@ -183,18 +187,25 @@ func call[T any](ctx context.Context, c *Client, action string, filtered bool, s
 		c.ins.call(ctx, action, time.Since(start), err)
 		endSpan(span, action, err)
 		if err == nil {
+			turn.Done(ratelimit.Accepted)
 			return out, nil
 		}
 		apiErr := wrap(action, err)
 		if !IsThrottle(apiErr) {
+			if apiErr.Code != "" {
+				// EC2 answered, so its bucket let the call through.
+				turn.Done(ratelimit.Accepted)
+			} else {
+				turn.Done(ratelimit.Unknown)
+			}
 			return zero, apiErr
 		}
 		c.count(c.throttled, action)
-		c.limiter.Drain(class)
+		turn.Done(ratelimit.Throttled)
 		if attempt >= c.retries {
 			return zero, apiErr
 		}
-		c.log.Warn("ec2 throttled; bucket drained, retrying on the next token",
+		c.log.Warn("ec2 throttled; retrying on the next turn",
 			"action", action, "class", string(class), "attempt", attempt+1, "max_retries", c.retries)
 	}
 }

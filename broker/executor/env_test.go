@@ -82,7 +82,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 	if o.share > 0 {
 		sh = o.share
 	}
-	lim := ratelimit.New(ratelimit.Config{Share: sh, TimeScale: timeScale})
+	lim := ratelimit.New(ratelimit.Config{Share: sh, TimeScale: timeScale, Adapt: true})
 	ec, err := ec2client.New(context.Background(), ec2client.Config{
 		Region: "us-east-1", Endpoint: sim.EC2Endpoint(), Limiter: lim, Logger: quiet(),
 	})

@@ -18,6 +18,12 @@ type Config struct {
 	TimeScale float64
 	// Clock is the time source; nil means the wall clock.
 	Clock Clock
+	// Adapt makes each bucket learn from EC2's answers (Turn.Done) when
+	// EC2's real bucket is smaller or slower than the model (adapt.go):
+	// a burst starts slowly, and after a throttle the bucket paces one call
+	// at a time at a learned rate. Without it a throttle only drains the
+	// bucket.
+	Adapt bool
 }
 
 // Stats are one bucket's counters.
@@ -26,7 +32,7 @@ type Stats struct {
 	Taken int64
 	// Waited is the total time callers were told to wait for their tokens.
 	Waited time.Duration
-	// Drained counts Drain calls.
+	// Drained counts the throttles reported (Drain, or Turn.Done).
 	Drained int64
 	// Canceled counts waits abandoned because their context ended; the
 	// token they reserved is not given back (see Wait).
@@ -40,6 +46,7 @@ type Stats struct {
 type Limiter struct {
 	share, scale float64
 	clock        Clock
+	adapt        bool
 
 	mu      sync.Mutex
 	buckets map[Class]*bucket
@@ -51,6 +58,15 @@ type bucket struct {
 	tokens float64 // negative while callers wait on credit
 	last   time.Time
 	stats  Stats
+
+	// The rest is used only with Config.Adapt (adapt.go).
+	held    float64 // tokens of size not yet released while starting slowly
+	started float64 // tokens let out while starting slowly
+	epoch   int     // bumped whenever pace is set or cleared
+	// changed is closed, and replaced, when callers waiting on credit must
+	// take a new turn (tokens released, or the bucket turned paced).
+	changed chan struct{}
+	pace    *pacing // non-nil while EC2 throttles harder than the model
 }
 
 // New returns a limiter whose buckets start full.
@@ -60,11 +76,22 @@ func New(cfg Config) *Limiter {
 	if clock == nil {
 		clock = RealClock{}
 	}
-	return &Limiter{share: share, scale: scale, clock: clock, buckets: map[Class]*bucket{}}
+	return &Limiter{share: share, scale: scale, clock: clock, adapt: cfg.Adapt, buckets: map[Class]*bucket{}}
 }
 
-// Bucket returns the scaled bucket the limiter enforces for c.
+// Bucket returns the scaled bucket the limiter enforces for c: the model's,
+// or while c is paced (adapt.go) one token at the learned rate.
 func (l *Limiter) Bucket(c Class) Bucket {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if b, ok := l.buckets[c]; ok && b.pace != nil {
+		return Bucket{Size: 1, Refill: float64(time.Second) / float64(b.pace.pause)}
+	}
+	return l.model(c)
+}
+
+// model is the scaled bucket of the table for c.
+func (l *Limiter) model(c Class) Bucket {
 	b := BucketOf(c).Scaled(l.share, l.scale)
 	if b.Size > SafetyTokens {
 		b.Size -= SafetyTokens
@@ -91,13 +118,24 @@ func (l *Limiter) TimeScale() float64 { return l.scale }
 func (l *Limiter) bucketLocked(c Class, now time.Time) *bucket {
 	b, ok := l.buckets[c]
 	if !ok {
-		sb := l.Bucket(c)
-		b = &bucket{size: float64(sb.Size), refill: sb.Refill, tokens: float64(sb.Size), last: now}
+		sb := l.model(c)
+		b = &bucket{size: float64(sb.Size), refill: sb.Refill, tokens: float64(sb.Size), last: now,
+			changed: make(chan struct{})}
+		if l.adapt {
+			b.startSlowly()
+		}
 		l.buckets[c] = b
 		return b
 	}
 	if now.After(b.last) {
-		b.tokens = math.Min(b.size, b.tokens+b.refill*now.Sub(b.last).Seconds())
+		add := b.refill * now.Sub(b.last).Seconds()
+		if b.held > 0 {
+			// Starting slowly, refill waits with the held tokens for
+			// EC2's answers to release it (turn.go).
+			b.held = math.Min(b.size-math.Max(b.tokens, 0), b.held+add)
+		} else {
+			b.tokens = math.Min(b.size, b.tokens+add)
+		}
 		b.last = now
 	}
 	return b
@@ -107,43 +145,92 @@ func (l *Limiter) bucketLocked(c Class, now time.Time) *bucket {
 // error, without taking a token, if ctx is already done or its deadline comes
 // before the token would; if ctx ends while waiting, the reserved token is
 // lost rather than returned, because later waiters were already scheduled
-// behind it and giving it back could let two of them out together.
+// behind it and giving it back could let two of them out together. Wait
+// tells the limiter nothing about EC2's answer; callers that know it use
+// Acquire.
 func (l *Limiter) Wait(ctx context.Context, c Class) error {
-	if err := ctx.Err(); err != nil {
-		return err
+	t, err := l.Acquire(ctx, c)
+	if err == nil {
+		t.Done(Unknown)
 	}
-	l.mu.Lock()
-	now := l.clock.Now()
-	b := l.bucketLocked(c, now)
-	b.tokens--
-	if b.tokens >= 0 {
-		b.stats.Taken++
-		l.mu.Unlock()
-		return nil
-	}
-	wait := time.Duration(math.Ceil(-b.tokens / b.refill * float64(time.Second)))
-	if dl, ok := ctx.Deadline(); ok && now.Add(wait).After(dl) {
-		// Nothing has been scheduled behind this reservation yet (we hold
-		// the lock), so undoing it is exact.
-		b.tokens++
-		l.mu.Unlock()
-		return fmt.Errorf("ratelimit: no %s token before the context deadline (%s away): %w", c, wait, context.DeadlineExceeded)
-	}
-	b.stats.Taken++
-	b.stats.Waited += wait
-	l.mu.Unlock()
+	return err
+}
 
-	t := l.clock.NewTimer(wait)
-	select {
-	case <-t.C():
-		return nil
-	case <-ctx.Done():
-		t.Stop()
+// Acquire is Wait for a caller that reports EC2's answer: the returned
+// Turn's Done must be called once the call is answered (or known not to
+// have been sent), since a paced bucket lets the next caller out only then.
+func (l *Limiter) Acquire(ctx context.Context, c Class) (Turn, error) {
+	for {
+		if err := ctx.Err(); err != nil {
+			return Turn{}, err
+		}
 		l.mu.Lock()
-		b.stats.Taken--
-		b.stats.Canceled++
+		now := l.clock.Now()
+		b := l.bucketLocked(c, now)
+		if b.pace != nil {
+			return l.acquirePaced(ctx, c, b) // unlocks
+		}
+		turn := Turn{l: l, class: c, epoch: b.epoch, sent: now}
+		b.tokens--
+		if b.tokens >= 0 {
+			b.stats.Taken++
+			l.mu.Unlock()
+			return turn, nil
+		}
+		wait := time.Duration(math.Ceil(-b.tokens / b.refill * float64(time.Second)))
+		if b.held > 0 {
+			// Starting slowly: only an answer releases tokens.
+			wait = 0
+		}
+		if dl, ok := ctx.Deadline(); ok && wait > 0 && now.Add(wait).After(dl) {
+			// Nothing has been scheduled behind this reservation yet (we
+			// hold the lock), so undoing it is exact.
+			b.tokens++
+			l.mu.Unlock()
+			return Turn{}, fmt.Errorf("ratelimit: no %s token before the context deadline (%s away): %w", c, wait, context.DeadlineExceeded)
+		}
+		b.stats.Taken++
+		b.stats.Waited += wait
+		changed := b.changed
 		l.mu.Unlock()
-		return ctx.Err()
+
+		var t Timer
+		var fired <-chan time.Time
+		if wait > 0 {
+			t = l.clock.NewTimer(wait)
+			fired = t.C()
+		}
+		select {
+		case <-fired:
+			turn.sent = l.clock.Now()
+			return turn, nil
+		case <-changed:
+			// Tokens were released or the bucket turned paced: this
+			// turn was reckoned on the old state, take a new one.
+			stop(t)
+			l.untake(c, false)
+		case <-ctx.Done():
+			stop(t)
+			l.untake(c, true)
+			return Turn{}, ctx.Err()
+		}
+	}
+}
+
+func stop(t Timer) {
+	if t != nil {
+		t.Stop()
+	}
+}
+
+// untake undoes the Taken count of a wait that did not end in a token.
+func (l *Limiter) untake(c Class, canceled bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.buckets[c]
+	b.stats.Taken--
+	if canceled {
+		b.stats.Canceled++
 	}
 }
 
@@ -153,7 +240,8 @@ func (l *Limiter) TryTake(c Class) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b := l.bucketLocked(c, l.clock.Now())
-	if b.tokens < 1 {
+	if b.tokens < 1 || b.pace != nil {
+		// A paced bucket lets one call out at a time, through Acquire.
 		return false
 	}
 	b.tokens--
@@ -174,12 +262,18 @@ func (l *Limiter) Drain(c Class) {
 	b.stats.Drained++
 }
 
-// Tokens returns the tokens c's bucket holds now; negative while callers
-// wait on credit.
+// Tokens returns the tokens c's bucket holds now, those held back while
+// starting slowly included; negative while callers wait on credit. A paced
+// bucket holds at most one.
 func (l *Limiter) Tokens(c Class) float64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.bucketLocked(c, l.clock.Now()).tokens
+	now := l.clock.Now()
+	b := l.bucketLocked(c, now)
+	if b.pace != nil {
+		return b.pace.tokens(now)
+	}
+	return b.tokens + b.held
 }
 
 // Stats returns the counters of every bucket used so far.

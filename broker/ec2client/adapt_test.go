@@ -1,0 +1,73 @@
+package ec2client
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/allotnet/allot/awssim"
+	"github.com/allotnet/allot/awssim/throttle"
+	"github.com/allotnet/allot/broker/ratelimit"
+)
+
+// TestLearnsTighterBucket: EC2's Create bucket holds 1 token and refills
+// 0.05/s (an account with low limits, or other tenants using most of it),
+// while the limiter's model says 100 and 5/s. 160 Creates, all asked for at
+// once and each retried by its caller until it succeeds (as the engine
+// retries a failed action), must be throttled at most 5% of the time and
+// finish within 1.2× of the floor that bucket sets (159 refills of 20 s).
+// EC2 time runs 250× faster, so a refill is 80 ms and the run ~14 s.
+func TestLearnsTighterBucket(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs ~14 s")
+	}
+	const creates, refill, scale = 200, 0.05, 250
+	sc := testScenario()
+	sc.Throttle.Buckets = map[string]throttle.Spec{"CreateNetworkInterface": {Capacity: 1, Refill: refill}}
+	sim, err := awssim.Start(context.Background(), awssim.Config{Scenario: sc, TimeScale: scale, AdminAddr: "off", Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sim.Close() })
+	lim := ratelimit.New(ratelimit.Config{TimeScale: scale, Adapt: true})
+	c := newClient(t, sim, lim, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range creates {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				_, err := c.CreateENI(ctx, CreateENIInput{SubnetID: testSubnet})
+				if err == nil {
+					return
+				}
+				if !IsThrottle(err) {
+					t.Errorf("create: %v", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	took := time.Since(start)
+	floor := time.Duration(float64(creates-1) / refill / scale * float64(time.Second))
+
+	ac := sim.Counters()["CreateNetworkInterface"]
+	share := float64(ac.Throttled) / float64(ac.Calls)
+	t.Logf("CreateNetworkInterface: %d calls, %d throttled (%.1f%%); took %v, floor %v (%.2fx); learned %+v",
+		ac.Calls, ac.Throttled, 100*share, took.Round(time.Millisecond), floor, took.Seconds()/floor.Seconds(),
+		lim.Bucket(ratelimit.CreateNetworkInterface))
+	if ac.Calls-ac.Throttled != creates {
+		t.Errorf("%d creates accepted, want %d", ac.Calls-ac.Throttled, creates)
+	}
+	if share > 0.05 {
+		t.Errorf("%d of %d creates throttled (%.1f%%), want at most 5%%", ac.Throttled, ac.Calls, 100*share)
+	}
+	if took > floor*12/10 {
+		t.Errorf("took %v, more than 1.2x the floor of %v", took, floor)
+	}
+	checkCountersAgree(t, c, sim)
+}

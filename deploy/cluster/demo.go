@@ -143,9 +143,10 @@ func RunDemo(ctx context.Context, cfg DemoConfig, progress io.Writer) (rep *Repo
 	rep.EC2Teardown = callsBetween(peak, end)
 	say("running allotctl check: EC2, etcd, every agent's pool and its host devices")
 	// Agents report usage in batches; a report still naming addresses of
-	// an ENI released a moment ago is drift only if it stays.
+	// an ENI released a moment ago is drift only if it stays. A check that
+	// could not run (an EC2 answer lost on the way) is tried again too.
 	table, clean, err := c.Check(ctx)
-	for wait := time.Now().Add(15 * time.Second); err == nil && !clean && time.Now().Before(wait) && ctx.Err() == nil; {
+	for wait := time.Now().Add(15 * time.Second); !clean && time.Now().Before(wait) && ctx.Err() == nil; {
 		time.Sleep(time.Second)
 		table, clean, err = c.Check(ctx)
 	}

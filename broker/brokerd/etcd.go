@@ -28,7 +28,11 @@ func openEtcd(ctx context.Context, cfg EtcdConfig, token string, dial []grpc.Dia
 		if err != nil {
 			return nil, nil, fmt.Errorf("connect to etcd %v: %w", cfg.Endpoints, err)
 		}
-		log.Info("using external etcd", "endpoints", cfg.Endpoints)
+		if err := reachable(ctx, cli, cfg.Endpoints); err != nil {
+			_ = cli.Close()
+			return nil, nil, err
+		}
+		log.Info("using external etcd", "endpoints", cfg.Endpoints, "tls", cfg.TLS != nil)
 		return cli, func() { _ = cli.Close() }, nil
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
@@ -54,4 +58,16 @@ func openEtcd(ctx context.Context, cfg EtcdConfig, token string, dial []grpc.Dia
 		_ = cli.Close()
 		e.Close()
 	}, nil
+}
+
+// reachable reads from the external etcd once, so that a wrong endpoint or
+// TLS setting stops the broker at start with the reason, instead of leaving
+// it to retry quietly: the client dials lazily.
+func reachable(ctx context.Context, cli *clientv3.Client, endpoints []string) error {
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := cli.Get(rctx, "/allot/v1/", clientv3.WithCountOnly()); err != nil {
+		return fmt.Errorf("etcd %v does not answer (check --etcd-endpoints, and for TLS --etcd-cacert, --etcd-cert, --etcd-key): %w", endpoints, err)
+	}
+	return nil
 }

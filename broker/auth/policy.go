@@ -47,6 +47,8 @@ var methods = map[string]access{
 	allotv1.BudgetService_ListSubnetBudgets_FullMethodName:  readerAccess,
 	allotv1.BudgetService_WatchSubnetBudgets_FullMethodName: readerAccess,
 	allotv1.BudgetService_SetSubnetBudget_FullMethodName:    adminAccess,
+	allotv1.BudgetService_GetCapacity_FullMethodName:        readerAccess,
+	allotv1.BudgetService_GetMaxPods_FullMethodName:         readerAccess,
 
 	allotv1.AdminService_ListNodes_FullMethodName: adminAccess,
 	allotv1.AdminService_ListENIs_FullMethodName:  adminAccess,

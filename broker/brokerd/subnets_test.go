@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/allotnet/allot/awssim"
 	"github.com/allotnet/allot/awssim/scenario"
@@ -60,9 +62,61 @@ func TestBudgetsOnEmptyCluster(t *testing.T) {
 	}
 }
 
+// TestMaxPodsFromEC2: GetMaxPods answers from DescribeInstanceTypes
+// (awssim's catalog), with EKS's published figures; an unknown type is
+// NotFound, prefixes on a Xen type InvalidArgument.
+func TestMaxPodsFromEC2(t *testing.T) {
+	bc := startEmpty(t, scenario.Scenario{VPCs: []scenario.VPC{{ID: "vpc-0123456789abcdef0", CIDRs: []string{"10.0.0.0/16"}}}}, subnets.Selector{})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		typ  string
+		mode allotv1.AddressMode
+		want int64
+	}{
+		{"m5.large", allotv1.AddressMode_ADDRESS_MODE_SECONDARY_IP, 29},
+		{"c5.xlarge", allotv1.AddressMode_ADDRESS_MODE_SECONDARY_IP, 58},
+		{"m5.large", allotv1.AddressMode_ADDRESS_MODE_PREFIX, 110},
+	} {
+		resp, err := bc.GetMaxPods(ctx, &allotv1.GetMaxPodsRequest{InstanceType: tc.typ, Mode: tc.mode})
+		if err != nil || resp.GetMaxPods() != tc.want || resp.GetFormula() == "" {
+			t.Errorf("%s %v: %v, %v; want %d", tc.typ, tc.mode, resp, err, tc.want)
+		}
+	}
+	if _, err := bc.GetMaxPods(ctx, &allotv1.GetMaxPodsRequest{InstanceType: "x1.nonesuch"}); status.Code(err) != codes.NotFound {
+		t.Errorf("unknown type: %v", err)
+	}
+	_, err := bc.GetMaxPods(ctx, &allotv1.GetMaxPodsRequest{InstanceType: "t2.medium", Mode: allotv1.AddressMode_ADDRESS_MODE_PREFIX})
+	if status.Code(err) != codes.InvalidArgument {
+		t.Errorf("prefixes on Xen: %v, want InvalidArgument", err)
+	}
+}
+
 // emptyClusterBudgets starts one broker with sel and no node, and returns
 // ListSubnetBudgets once it lists want subnets (or after 20s).
 func emptyClusterBudgets(t *testing.T, sc scenario.Scenario, sel subnets.Selector, want int) []*allotv1.SubnetBudget {
+	t.Helper()
+	bc := startEmpty(t, sc, sel)
+	ctx := context.Background()
+	var got []*allotv1.SubnetBudget
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		resp, err := bc.ListSubnetBudgets(ctx, &allotv1.ListSubnetBudgetsRequest{})
+		if err == nil {
+			got = resp.GetBudgets()
+			if len(got) >= want {
+				// One more look: nothing beyond the selection turns up late.
+				time.Sleep(200 * time.Millisecond)
+				if resp, err = bc.ListSubnetBudgets(ctx, &allotv1.ListSubnetBudgetsRequest{}); err == nil {
+					got = resp.GetBudgets()
+				}
+				break
+			}
+		}
+	}
+	return got
+}
+
+// startEmpty starts one broker with sel and no node on awssim running sc.
+func startEmpty(t *testing.T, sc scenario.Scenario, sel subnets.Selector) allotv1.BudgetServiceClient {
 	t.Helper()
 	sim, err := awssim.Start(context.Background(), awssim.Config{Scenario: sc, TimeScale: 10, AdminAddr: "off", Seed: 1})
 	if err != nil {
@@ -92,21 +146,5 @@ func emptyClusterBudgets(t *testing.T, sc scenario.Scenario, sel subnets.Selecto
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	bc := allotv1.NewBudgetServiceClient(conn)
-	var got []*allotv1.SubnetBudget
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		resp, err := bc.ListSubnetBudgets(ctx, &allotv1.ListSubnetBudgetsRequest{})
-		if err == nil {
-			got = resp.GetBudgets()
-			if len(got) >= want {
-				// One more look: nothing beyond the selection turns up late.
-				time.Sleep(200 * time.Millisecond)
-				if resp, err = bc.ListSubnetBudgets(ctx, &allotv1.ListSubnetBudgetsRequest{}); err == nil {
-					got = resp.GetBudgets()
-				}
-				break
-			}
-		}
-	}
-	return got
+	return allotv1.NewBudgetServiceClient(conn)
 }

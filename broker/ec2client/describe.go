@@ -138,6 +138,9 @@ type InstanceTypeInfo struct {
 	// Nitro is true for types on the Nitro hypervisor or bare metal, the
 	// ones that accept delegated /28 prefixes.
 	Nitro bool
+	// VCPUs is the type's default vCPU count (max-pods caps prefix mode by
+	// it).
+	VCPUs int
 }
 
 // DescribeInstanceTypes returns the network limits of the given instance
@@ -164,6 +167,9 @@ func (c *Client) DescribeInstanceTypes(ctx context.Context, names []string) (map
 			if ni := it.NetworkInfo; ni != nil {
 				l.MaxENIs = int(aws.ToInt32(ni.MaximumNetworkInterfaces))
 				l.IPv4PerENI = int(aws.ToInt32(ni.Ipv4AddressesPerInterface))
+			}
+			if vi := it.VCpuInfo; vi != nil {
+				l.VCPUs = int(aws.ToInt32(vi.DefaultVCpus))
 			}
 			out[string(it.InstanceType)] = l
 		}

@@ -164,9 +164,9 @@ func TestDescribeSubnetsTypesInstances(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantLimits := map[string]InstanceTypeInfo{
-		"c5.xlarge": {MaxENIs: 4, IPv4PerENI: 15, Nitro: true},
-		"t2.medium": {MaxENIs: 3, IPv4PerENI: 6, Nitro: false},
-		"m5.large":  {MaxENIs: 3, IPv4PerENI: 10, Nitro: true},
+		"c5.xlarge": {MaxENIs: 4, IPv4PerENI: 15, Nitro: true, VCPUs: 4},
+		"t2.medium": {MaxENIs: 3, IPv4PerENI: 6, Nitro: false, VCPUs: 2},
+		"m5.large":  {MaxENIs: 3, IPv4PerENI: 10, Nitro: true, VCPUs: 2},
 	}
 	if !reflect.DeepEqual(limits, wantLimits) {
 		t.Errorf("instance types = %v, want %v", limits, wantLimits)

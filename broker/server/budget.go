@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/allotnet/allot/broker/ec2client"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 )
@@ -13,9 +17,52 @@ import (
 // figures come from Figures, a pure function.
 type budgetService struct {
 	allotv1.UnimplementedBudgetServiceServer
-	st  BudgetStore
-	hub *hub
-	log *slog.Logger
+	st    BudgetStore
+	hub   *hub
+	log   *slog.Logger
+	types InstanceTypes
+}
+
+// GetCapacity returns every subnet's figures, each zone's and the
+// cluster's, from one read.
+func (s *budgetService) GetCapacity(ctx context.Context, _ *allotv1.GetCapacityRequest) (*allotv1.GetCapacityResponse, error) {
+	v, err := loadView(ctx, s.st)
+	if err != nil {
+		return nil, err
+	}
+	return capacity(v), nil
+}
+
+// GetMaxPods computes kubelet's max-pods for an instance type from EC2's
+// description of it.
+func (s *budgetService) GetMaxPods(ctx context.Context, req *allotv1.GetMaxPodsRequest) (*allotv1.GetMaxPodsResponse, error) {
+	if s.types == nil {
+		return nil, status.Error(codes.Unimplemented, "this broker was built without an EC2 client for instance types")
+	}
+	name := req.GetInstanceType()
+	if name == "" {
+		return nil, fmt.Errorf("instance_type is required: %w", rpcerr.ErrInvalid)
+	}
+	its, err := s.types.DescribeInstanceTypes(ctx, []string{name})
+	if ec2client.Code(err) == "InvalidInstanceType" {
+		return nil, fmt.Errorf("instance type %s: EC2 does not know it: %w", name, rpcerr.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("describe instance type %s: %w", name, err)
+	}
+	it, ok := its[name]
+	if !ok {
+		return nil, fmt.Errorf("instance type %s: EC2 does not know it: %w", name, rpcerr.ErrNotFound)
+	}
+	prefix := req.GetMode() == allotv1.AddressMode_ADDRESS_MODE_PREFIX
+	if prefix && !it.Nitro {
+		return nil, fmt.Errorf("instance type %s is not on Nitro and cannot take /28 prefixes: %w", name, rpcerr.ErrInvalid)
+	}
+	n, formula := MaxPods(it.MaxENIs, it.IPv4PerENI, it.VCPUs, prefix)
+	return &allotv1.GetMaxPodsResponse{
+		InstanceType: name, Mode: req.GetMode(), MaxPods: n, MaxEnis: int32(it.MaxENIs),
+		Ipv4PerEni: int32(it.IPv4PerENI), Vcpus: int32(it.VCPUs), Formula: formula,
+	}, nil
 }
 
 // GetSubnetBudget returns one subnet's figures.

@@ -5,6 +5,7 @@ import (
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 	"time"
 
+	"github.com/allotnet/allot/broker/ec2client"
 	"github.com/allotnet/allot/broker/planner"
 	"github.com/allotnet/allot/broker/store"
 )
@@ -90,6 +91,13 @@ type LeaderInfo interface {
 type LimitsSource interface {
 	Limits(ctx context.Context, instanceType string) (planner.Limits, bool, error)
 }
+
+// InstanceTypes is EC2's DescribeInstanceTypes, for GetMaxPods.
+type InstanceTypes interface {
+	DescribeInstanceTypes(ctx context.Context, types []string) (map[string]ec2client.InstanceTypeInfo, error)
+}
+
+var _ InstanceTypes = (*ec2client.Client)(nil)
 
 // Checker compares the sources of truth for `allotctl check`
 // (broker/check); staleAfter <= 0 means its default.

@@ -85,6 +85,7 @@ func Figures(sn store.Subnet, nodes []store.Node, enis []store.ENI, usage map[st
 		}
 	}
 	b.HeadroomPods = b.Warm + podsFromAvailable(sn, nodeBy, local)
+	b.Pods = podHeadroom(sn, b.HeadroomPods, nodes, usage)
 	return b
 }
 

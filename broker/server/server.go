@@ -28,6 +28,8 @@ type Config struct {
 	Leader  LeaderInfo   // for GetStatus; nil reports no leader
 	Limits  LimitsSource // for Register; nil leaves limits to the engine
 	Checker Checker      // for Check; nil answers Unimplemented
+	// InstanceTypes answers GetMaxPods; nil answers Unimplemented.
+	InstanceTypes InstanceTypes
 	// Instances, if set, is EC2's word on each node's instance: Register
 	// refuses claims that disagree with it and records EC2's values.
 	Instances InstanceFacts
@@ -104,7 +106,7 @@ func New(cfg Config) (*Server, error) {
 	allotv1.RegisterNodeServiceServer(gs, &nodeService{
 		st: cfg.Store, limits: cfg.Limits, facts: cfg.Instances, hub: h, nodeTTL: cfg.NodeTTL, now: cfg.Now, log: log,
 	})
-	allotv1.RegisterBudgetServiceServer(gs, &budgetService{st: cfg.Store, hub: h, log: log})
+	allotv1.RegisterBudgetServiceServer(gs, &budgetService{st: cfg.Store, hub: h, log: log, types: cfg.InstanceTypes})
 	allotv1.RegisterAdminServiceServer(gs, &adminService{st: cfg.Store, leader: cfg.Leader, checker: cfg.Checker})
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)

@@ -27,6 +27,8 @@ type budgetRow struct {
 	Available        int64  `json:"available"`
 	HeadroomPods     int64  `json:"headroom_pods"`
 	Revision         int64  `json:"revision"`
+	// Pods counts the nodes' limits too, and says which binds.
+	Pods podsRow `json:"pods"`
 }
 
 func toBudgetRow(b *allotv1.SubnetBudget) budgetRow {
@@ -35,7 +37,7 @@ func toBudgetRow(b *allotv1.SubnetBudget) budgetRow {
 		Usable: b.GetUsable(), Headroom: b.GetHeadroom(), Cap: b.GetCap(), Limit: b.GetLimit(),
 		Attached: b.GetAttached(), Assigned: b.GetAssigned(), Warm: b.GetWarm(), Reserved: b.GetReserved(),
 		UsedByOthers: b.GetUsedByOthers(), Available: b.GetAvailable(), HeadroomPods: b.GetHeadroomPods(),
-		Revision: b.GetRevision(),
+		Revision: b.GetRevision(), Pods: toPodsRow(b.GetPods()),
 	}
 }
 
@@ -48,27 +50,16 @@ func printBudgets(out io.Writer, o *options, bs []*allotv1.SubnetBudget) error {
 		return writeJSON(out, rows)
 	}
 	t := newTable(out, "SUBNET", "CIDR", "AZ", "LIMIT", "ATTACHED", "ASSIGNED", "WARM", "RESERVED",
-		"OTHERS", "AVAILABLE", "PODS", "HEADROOM", "CAP")
+		"OTHERS", "AVAILABLE", "PODS", "HEADROOM", "CAP", "NODE-PODS", "FIT", "BINDS")
 	for _, r := range rows {
 		capText := "-"
 		if r.Cap > 0 {
 			capText = fmt.Sprint(r.Cap)
 		}
 		t.row(r.SubnetID, r.CIDR, r.AvailabilityZone, r.Limit, r.Attached, r.Assigned, r.Warm, r.Reserved,
-			r.UsedByOthers, r.Available, r.HeadroomPods, r.Headroom, capText)
+			r.UsedByOthers, r.Available, r.HeadroomPods, r.Headroom, capText, r.Pods.NodePods, r.Pods.Pods, r.Pods.Binding)
 	}
 	return t.flush()
-}
-
-func cmdBudgets(ctx context.Context, c *client, args []string, o *options, out io.Writer) error {
-	if err := wantArgs(args, 0, "no arguments"); err != nil {
-		return err
-	}
-	resp, err := c.budget.ListSubnetBudgets(ctx, &allotv1.ListSubnetBudgetsRequest{})
-	if err != nil {
-		return err
-	}
-	return printBudgets(out, o, resp.GetBudgets())
 }
 
 // Values of `budget set` flags; -1 leaves the current value.

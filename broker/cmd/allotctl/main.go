@@ -1,7 +1,8 @@
 // Command allotctl is the operator's view of an allot broker: subnet
 // budgets, nodes, ENIs and cluster status, and setting a subnet budget.
 //
-//	allotctl [--broker host:port] budgets [-o json]
+//	allotctl [--broker host:port] budgets [--by subnet|az|cluster] [--watch] [-o json]
+//	allotctl max-pods --instance-type m5.large [--mode secondary-ip|prefix] [-o json]
 //	allotctl budget get <subnet-id> [-o json]
 //	allotctl budget set <subnet-id> --headroom N --cap N
 //	allotctl nodes [-o json]
@@ -67,11 +68,13 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"budgets": {summary: "list every subnet's budget", run: cmdBudgets},
-	"budget":  {summary: "budget get <subnet-id> | budget set <subnet-id> --headroom N --cap N", run: cmdBudget, flags: budgetFlags},
-	"nodes":   {summary: "list registered nodes with their totals", run: cmdNodes},
-	"enis":    {summary: "list ENIs (--node i-... for one node)", run: cmdENIs, flags: eniFlags},
-	"status":  {summary: "leader and cluster totals", run: cmdStatus},
+	"budgets": {summary: "addresses and pods that still fit, --by subnet|az|cluster, --watch", run: cmdBudgets, flags: budgetsFlags},
+	"max-pods": {summary: "kubelet's max-pods for --instance-type T --mode secondary-ip|prefix, from EC2",
+		run: cmdMaxPods, flags: maxPodsFlags},
+	"budget": {summary: "budget get <subnet-id> | budget set <subnet-id> --headroom N --cap N", run: cmdBudget, flags: budgetFlags},
+	"nodes":  {summary: "list registered nodes with their totals", run: cmdNodes},
+	"enis":   {summary: "list ENIs (--node i-... for one node)", run: cmdENIs, flags: eniFlags},
+	"status": {summary: "leader and cluster totals", run: cmdStatus},
 	"check": {summary: "compare EC2, etcd and (--agents) the agents' pools and host devices; exit 3 on any disagreement",
 		run: cmdCheck, flags: checkFlags},
 	"support-bundle": {summary: "write a tarball of what the broker and (--agents) the agents report, for a bug report",

@@ -57,6 +57,7 @@ func ctl(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	setHeadroom, setCap, eniNode = -1, -1, ""
+	budgetsBy, budgetsWatch, maxPodsType, maxPodsMode = "subnet", false, "", "secondary-ip"
 	code = run(args, &out, &errb)
 	return code, out.String(), errb.String()
 }
@@ -157,5 +158,38 @@ func TestNodesENIsStatus(t *testing.T) {
 	code, out, _ = ctl(t, "--broker", addr, "status")
 	if code != 0 || !strings.Contains(out, "(none)") || !strings.Contains(out, "max addresses") {
 		t.Fatalf("status: exit %d\n%s", code, out)
+	}
+}
+
+func TestBudgetsByZoneAndCluster(t *testing.T) {
+	addr := startServer(t)
+	code, out, errs := ctl(t, "--broker", addr, "budgets", "--by", "az", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var zones []totalRow
+	if err := json.Unmarshal([]byte(out), &zones); err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	// One m5.large (27 pod slots) holding nothing yet in a /24 with 249
+	// addresses available: the node binds.
+	if len(zones) != 1 || zones[0].AvailabilityZone != "us-east-1a" || zones[0].Subnets != 1 || zones[0].Available != 249 ||
+		zones[0].Pods.NodePods != 27 || zones[0].Pods.Pods != 27 || zones[0].Pods.Binding != "nodes" {
+		t.Fatalf("zones %+v", zones)
+	}
+	code, out, errs = ctl(t, "--broker", addr, "budgets", "--by", "cluster")
+	if code != 0 || !strings.Contains(out, "(cluster)") || !strings.Contains(out, "BINDS") || !strings.Contains(out, "nodes") {
+		t.Fatalf("exit %d: %s\n%s", code, errs, out)
+	}
+	code, out, _ = ctl(t, "--broker", addr, "budgets", "-o", "json")
+	var rows []budgetRow
+	if err := json.Unmarshal([]byte(out), &rows); code != 0 || err != nil || len(rows) != 1 || rows[0].Pods.Binding != "nodes" {
+		t.Fatalf("exit %d, %v: %s", code, err, out)
+	}
+	if code, _, errs := ctl(t, "--broker", addr, "budgets", "--by", "region"); code != 2 || !strings.Contains(errs, "--by") {
+		t.Errorf("--by region: exit %d: %s", code, errs)
+	}
+	if code, _, errs := ctl(t, "--broker", addr, "max-pods"); code != 2 || !strings.Contains(errs, "--instance-type") {
+		t.Errorf("max-pods without a type: exit %d: %s", code, errs)
 	}
 }

@@ -53,8 +53,11 @@ type SubnetBudget struct {
 	Available int64 `protobuf:"varint,13,opt,name=available,proto3" json:"available,omitempty"`
 	// headroom_pods is how many more pods the subnet fits: warm plus what can
 	// still be added, less ENI primary addresses new ENIs will need.
-	HeadroomPods  int64 `protobuf:"varint,14,opt,name=headroom_pods,json=headroomPods,proto3" json:"headroom_pods,omitempty"`
-	Revision      int64 `protobuf:"varint,15,opt,name=revision,proto3" json:"revision,omitempty"`
+	HeadroomPods int64 `protobuf:"varint,14,opt,name=headroom_pods,json=headroomPods,proto3" json:"headroom_pods,omitempty"`
+	Revision     int64 `protobuf:"varint,15,opt,name=revision,proto3" json:"revision,omitempty"`
+	// pods is how many more pods fit in the subnet, addresses and nodes both
+	// counted (headroom_pods counts addresses only).
+	Pods          *PodHeadroom `protobuf:"bytes,16,opt,name=pods,proto3" json:"pods,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -194,6 +197,492 @@ func (x *SubnetBudget) GetRevision() int64 {
 	return 0
 }
 
+func (x *SubnetBudget) GetPods() *PodHeadroom {
+	if x != nil {
+		return x.Pods
+	}
+	return nil
+}
+
+// PodHeadroom is how many more pods fit, and what runs out first.
+type PodHeadroom struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// pods = min(address_pods, node_pods) for a subnet; for a zone or the
+	// cluster, the sum of its subnets' pods.
+	Pods int64 `protobuf:"varint,1,opt,name=pods,proto3" json:"pods,omitempty"`
+	// address_pods is what the addresses allow: headroom_pods.
+	AddressPods int64 `protobuf:"varint,2,opt,name=address_pods,json=addressPods,proto3" json:"address_pods,omitempty"`
+	// node_pods is what the registered nodes can still hold: per node,
+	// min(ENI/address slots for pods, max-pods) less the pods it holds.
+	NodePods int64 `protobuf:"varint,3,opt,name=node_pods,json=nodePods,proto3" json:"node_pods,omitempty"`
+	// binding is the limit that runs out first: "addresses", "nodes" (also
+	// when no node is registered), "none" when both allow the same, and
+	// "mixed" for a total whose subnets differ.
+	Binding string `protobuf:"bytes,4,opt,name=binding,proto3" json:"binding,omitempty"`
+	// nodes is how many registered nodes the figure counts.
+	Nodes         int64 `protobuf:"varint,5,opt,name=nodes,proto3" json:"nodes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PodHeadroom) Reset() {
+	*x = PodHeadroom{}
+	mi := &file_allot_v1_budget_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodHeadroom) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodHeadroom) ProtoMessage() {}
+
+func (x *PodHeadroom) ProtoReflect() protoreflect.Message {
+	mi := &file_allot_v1_budget_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodHeadroom.ProtoReflect.Descriptor instead.
+func (*PodHeadroom) Descriptor() ([]byte, []int) {
+	return file_allot_v1_budget_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *PodHeadroom) GetPods() int64 {
+	if x != nil {
+		return x.Pods
+	}
+	return 0
+}
+
+func (x *PodHeadroom) GetAddressPods() int64 {
+	if x != nil {
+		return x.AddressPods
+	}
+	return 0
+}
+
+func (x *PodHeadroom) GetNodePods() int64 {
+	if x != nil {
+		return x.NodePods
+	}
+	return 0
+}
+
+func (x *PodHeadroom) GetBinding() string {
+	if x != nil {
+		return x.Binding
+	}
+	return ""
+}
+
+func (x *PodHeadroom) GetNodes() int64 {
+	if x != nil {
+		return x.Nodes
+	}
+	return 0
+}
+
+// CapacityTotal sums the subnets of a zone, or of the cluster. Every
+// figure is the sum of the same figure over its subnets.
+type CapacityTotal struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// availability_zone is empty for the cluster.
+	AvailabilityZone string       `protobuf:"bytes,1,opt,name=availability_zone,json=availabilityZone,proto3" json:"availability_zone,omitempty"`
+	Subnets          int64        `protobuf:"varint,2,opt,name=subnets,proto3" json:"subnets,omitempty"`
+	Usable           int64        `protobuf:"varint,3,opt,name=usable,proto3" json:"usable,omitempty"`
+	Limit            int64        `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	Attached         int64        `protobuf:"varint,5,opt,name=attached,proto3" json:"attached,omitempty"`
+	Assigned         int64        `protobuf:"varint,6,opt,name=assigned,proto3" json:"assigned,omitempty"`
+	Warm             int64        `protobuf:"varint,7,opt,name=warm,proto3" json:"warm,omitempty"`
+	Reserved         int64        `protobuf:"varint,8,opt,name=reserved,proto3" json:"reserved,omitempty"`
+	UsedByOthers     int64        `protobuf:"varint,9,opt,name=used_by_others,json=usedByOthers,proto3" json:"used_by_others,omitempty"`
+	Headroom         int64        `protobuf:"varint,10,opt,name=headroom,proto3" json:"headroom,omitempty"`
+	Available        int64        `protobuf:"varint,11,opt,name=available,proto3" json:"available,omitempty"`
+	HeadroomPods     int64        `protobuf:"varint,12,opt,name=headroom_pods,json=headroomPods,proto3" json:"headroom_pods,omitempty"`
+	Pods             *PodHeadroom `protobuf:"bytes,13,opt,name=pods,proto3" json:"pods,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *CapacityTotal) Reset() {
+	*x = CapacityTotal{}
+	mi := &file_allot_v1_budget_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CapacityTotal) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CapacityTotal) ProtoMessage() {}
+
+func (x *CapacityTotal) ProtoReflect() protoreflect.Message {
+	mi := &file_allot_v1_budget_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CapacityTotal.ProtoReflect.Descriptor instead.
+func (*CapacityTotal) Descriptor() ([]byte, []int) {
+	return file_allot_v1_budget_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *CapacityTotal) GetAvailabilityZone() string {
+	if x != nil {
+		return x.AvailabilityZone
+	}
+	return ""
+}
+
+func (x *CapacityTotal) GetSubnets() int64 {
+	if x != nil {
+		return x.Subnets
+	}
+	return 0
+}
+
+func (x *CapacityTotal) GetUsable() int64 {
+	if x != nil {
+		return x.Usable
+	}
+	return 0
+}
+
+func (x *CapacityTotal) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *CapacityTotal) GetAttached() int64 {
+	if x != nil {
+		return x.Attached
+	}
+	return 0
+}
+
+func (x *CapacityTotal) GetAssigned() int64 {
+	if x != nil {
+		return x.Assigned
+	}
+	return 0
+}
+
+func (x *CapacityTotal) GetWarm() int64 {
+	if x != nil {
+		return x.Warm
+	}
+	return 0
+}
+
+func (x *CapacityTotal) GetReserved() int64 {
+	if x != nil {
+		return x.Reserved
+	}
+	return 0
+}
+
+func (x *CapacityTotal) GetUsedByOthers() int64 {
+	if x != nil {
+		return x.UsedByOthers
+	}
+	return 0
+}
+
+func (x *CapacityTotal) GetHeadroom() int64 {
+	if x != nil {
+		return x.Headroom
+	}
+	return 0
+}
+
+func (x *CapacityTotal) GetAvailable() int64 {
+	if x != nil {
+		return x.Available
+	}
+	return 0
+}
+
+func (x *CapacityTotal) GetHeadroomPods() int64 {
+	if x != nil {
+		return x.HeadroomPods
+	}
+	return 0
+}
+
+func (x *CapacityTotal) GetPods() *PodHeadroom {
+	if x != nil {
+		return x.Pods
+	}
+	return nil
+}
+
+type GetCapacityRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetCapacityRequest) Reset() {
+	*x = GetCapacityRequest{}
+	mi := &file_allot_v1_budget_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetCapacityRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetCapacityRequest) ProtoMessage() {}
+
+func (x *GetCapacityRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_allot_v1_budget_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetCapacityRequest.ProtoReflect.Descriptor instead.
+func (*GetCapacityRequest) Descriptor() ([]byte, []int) {
+	return file_allot_v1_budget_proto_rawDescGZIP(), []int{3}
+}
+
+type GetCapacityResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// subnets by ID, zones by name, and the cluster, all at one revision.
+	Subnets       []*SubnetBudget  `protobuf:"bytes,1,rep,name=subnets,proto3" json:"subnets,omitempty"`
+	Zones         []*CapacityTotal `protobuf:"bytes,2,rep,name=zones,proto3" json:"zones,omitempty"`
+	Cluster       *CapacityTotal   `protobuf:"bytes,3,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	Revision      int64            `protobuf:"varint,4,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetCapacityResponse) Reset() {
+	*x = GetCapacityResponse{}
+	mi := &file_allot_v1_budget_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetCapacityResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetCapacityResponse) ProtoMessage() {}
+
+func (x *GetCapacityResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_allot_v1_budget_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetCapacityResponse.ProtoReflect.Descriptor instead.
+func (*GetCapacityResponse) Descriptor() ([]byte, []int) {
+	return file_allot_v1_budget_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *GetCapacityResponse) GetSubnets() []*SubnetBudget {
+	if x != nil {
+		return x.Subnets
+	}
+	return nil
+}
+
+func (x *GetCapacityResponse) GetZones() []*CapacityTotal {
+	if x != nil {
+		return x.Zones
+	}
+	return nil
+}
+
+func (x *GetCapacityResponse) GetCluster() *CapacityTotal {
+	if x != nil {
+		return x.Cluster
+	}
+	return nil
+}
+
+func (x *GetCapacityResponse) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+type GetMaxPodsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	InstanceType  string                 `protobuf:"bytes,1,opt,name=instance_type,json=instanceType,proto3" json:"instance_type,omitempty"`
+	Mode          AddressMode            `protobuf:"varint,2,opt,name=mode,proto3,enum=allot.v1.AddressMode" json:"mode,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetMaxPodsRequest) Reset() {
+	*x = GetMaxPodsRequest{}
+	mi := &file_allot_v1_budget_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetMaxPodsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetMaxPodsRequest) ProtoMessage() {}
+
+func (x *GetMaxPodsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_allot_v1_budget_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetMaxPodsRequest.ProtoReflect.Descriptor instead.
+func (*GetMaxPodsRequest) Descriptor() ([]byte, []int) {
+	return file_allot_v1_budget_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *GetMaxPodsRequest) GetInstanceType() string {
+	if x != nil {
+		return x.InstanceType
+	}
+	return ""
+}
+
+func (x *GetMaxPodsRequest) GetMode() AddressMode {
+	if x != nil {
+		return x.Mode
+	}
+	return AddressMode_ADDRESS_MODE_UNSPECIFIED
+}
+
+type GetMaxPodsResponse struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	InstanceType string                 `protobuf:"bytes,1,opt,name=instance_type,json=instanceType,proto3" json:"instance_type,omitempty"`
+	Mode         AddressMode            `protobuf:"varint,2,opt,name=mode,proto3,enum=allot.v1.AddressMode" json:"mode,omitempty"`
+	MaxPods      int64                  `protobuf:"varint,3,opt,name=max_pods,json=maxPods,proto3" json:"max_pods,omitempty"`
+	MaxEnis      int32                  `protobuf:"varint,4,opt,name=max_enis,json=maxEnis,proto3" json:"max_enis,omitempty"`
+	Ipv4PerEni   int32                  `protobuf:"varint,5,opt,name=ipv4_per_eni,json=ipv4PerEni,proto3" json:"ipv4_per_eni,omitempty"`
+	Vcpus        int32                  `protobuf:"varint,6,opt,name=vcpus,proto3" json:"vcpus,omitempty"`
+	// formula says how max_pods was computed, in words.
+	Formula       string `protobuf:"bytes,7,opt,name=formula,proto3" json:"formula,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetMaxPodsResponse) Reset() {
+	*x = GetMaxPodsResponse{}
+	mi := &file_allot_v1_budget_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetMaxPodsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetMaxPodsResponse) ProtoMessage() {}
+
+func (x *GetMaxPodsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_allot_v1_budget_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetMaxPodsResponse.ProtoReflect.Descriptor instead.
+func (*GetMaxPodsResponse) Descriptor() ([]byte, []int) {
+	return file_allot_v1_budget_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *GetMaxPodsResponse) GetInstanceType() string {
+	if x != nil {
+		return x.InstanceType
+	}
+	return ""
+}
+
+func (x *GetMaxPodsResponse) GetMode() AddressMode {
+	if x != nil {
+		return x.Mode
+	}
+	return AddressMode_ADDRESS_MODE_UNSPECIFIED
+}
+
+func (x *GetMaxPodsResponse) GetMaxPods() int64 {
+	if x != nil {
+		return x.MaxPods
+	}
+	return 0
+}
+
+func (x *GetMaxPodsResponse) GetMaxEnis() int32 {
+	if x != nil {
+		return x.MaxEnis
+	}
+	return 0
+}
+
+func (x *GetMaxPodsResponse) GetIpv4PerEni() int32 {
+	if x != nil {
+		return x.Ipv4PerEni
+	}
+	return 0
+}
+
+func (x *GetMaxPodsResponse) GetVcpus() int32 {
+	if x != nil {
+		return x.Vcpus
+	}
+	return 0
+}
+
+func (x *GetMaxPodsResponse) GetFormula() string {
+	if x != nil {
+		return x.Formula
+	}
+	return ""
+}
+
 type GetSubnetBudgetRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SubnetId      string                 `protobuf:"bytes,1,opt,name=subnet_id,json=subnetId,proto3" json:"subnet_id,omitempty"`
@@ -203,7 +692,7 @@ type GetSubnetBudgetRequest struct {
 
 func (x *GetSubnetBudgetRequest) Reset() {
 	*x = GetSubnetBudgetRequest{}
-	mi := &file_allot_v1_budget_proto_msgTypes[1]
+	mi := &file_allot_v1_budget_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -215,7 +704,7 @@ func (x *GetSubnetBudgetRequest) String() string {
 func (*GetSubnetBudgetRequest) ProtoMessage() {}
 
 func (x *GetSubnetBudgetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_allot_v1_budget_proto_msgTypes[1]
+	mi := &file_allot_v1_budget_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -228,7 +717,7 @@ func (x *GetSubnetBudgetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSubnetBudgetRequest.ProtoReflect.Descriptor instead.
 func (*GetSubnetBudgetRequest) Descriptor() ([]byte, []int) {
-	return file_allot_v1_budget_proto_rawDescGZIP(), []int{1}
+	return file_allot_v1_budget_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetSubnetBudgetRequest) GetSubnetId() string {
@@ -246,7 +735,7 @@ type ListSubnetBudgetsRequest struct {
 
 func (x *ListSubnetBudgetsRequest) Reset() {
 	*x = ListSubnetBudgetsRequest{}
-	mi := &file_allot_v1_budget_proto_msgTypes[2]
+	mi := &file_allot_v1_budget_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -258,7 +747,7 @@ func (x *ListSubnetBudgetsRequest) String() string {
 func (*ListSubnetBudgetsRequest) ProtoMessage() {}
 
 func (x *ListSubnetBudgetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_allot_v1_budget_proto_msgTypes[2]
+	mi := &file_allot_v1_budget_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -271,7 +760,7 @@ func (x *ListSubnetBudgetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSubnetBudgetsRequest.ProtoReflect.Descriptor instead.
 func (*ListSubnetBudgetsRequest) Descriptor() ([]byte, []int) {
-	return file_allot_v1_budget_proto_rawDescGZIP(), []int{2}
+	return file_allot_v1_budget_proto_rawDescGZIP(), []int{8}
 }
 
 type ListSubnetBudgetsResponse struct {
@@ -283,7 +772,7 @@ type ListSubnetBudgetsResponse struct {
 
 func (x *ListSubnetBudgetsResponse) Reset() {
 	*x = ListSubnetBudgetsResponse{}
-	mi := &file_allot_v1_budget_proto_msgTypes[3]
+	mi := &file_allot_v1_budget_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -295,7 +784,7 @@ func (x *ListSubnetBudgetsResponse) String() string {
 func (*ListSubnetBudgetsResponse) ProtoMessage() {}
 
 func (x *ListSubnetBudgetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_allot_v1_budget_proto_msgTypes[3]
+	mi := &file_allot_v1_budget_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -308,7 +797,7 @@ func (x *ListSubnetBudgetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSubnetBudgetsResponse.ProtoReflect.Descriptor instead.
 func (*ListSubnetBudgetsResponse) Descriptor() ([]byte, []int) {
-	return file_allot_v1_budget_proto_rawDescGZIP(), []int{3}
+	return file_allot_v1_budget_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListSubnetBudgetsResponse) GetBudgets() []*SubnetBudget {
@@ -326,7 +815,7 @@ type WatchSubnetBudgetsRequest struct {
 
 func (x *WatchSubnetBudgetsRequest) Reset() {
 	*x = WatchSubnetBudgetsRequest{}
-	mi := &file_allot_v1_budget_proto_msgTypes[4]
+	mi := &file_allot_v1_budget_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -338,7 +827,7 @@ func (x *WatchSubnetBudgetsRequest) String() string {
 func (*WatchSubnetBudgetsRequest) ProtoMessage() {}
 
 func (x *WatchSubnetBudgetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_allot_v1_budget_proto_msgTypes[4]
+	mi := &file_allot_v1_budget_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -351,7 +840,7 @@ func (x *WatchSubnetBudgetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSubnetBudgetsRequest.ProtoReflect.Descriptor instead.
 func (*WatchSubnetBudgetsRequest) Descriptor() ([]byte, []int) {
-	return file_allot_v1_budget_proto_rawDescGZIP(), []int{4}
+	return file_allot_v1_budget_proto_rawDescGZIP(), []int{10}
 }
 
 type SetSubnetBudgetRequest struct {
@@ -365,7 +854,7 @@ type SetSubnetBudgetRequest struct {
 
 func (x *SetSubnetBudgetRequest) Reset() {
 	*x = SetSubnetBudgetRequest{}
-	mi := &file_allot_v1_budget_proto_msgTypes[5]
+	mi := &file_allot_v1_budget_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -377,7 +866,7 @@ func (x *SetSubnetBudgetRequest) String() string {
 func (*SetSubnetBudgetRequest) ProtoMessage() {}
 
 func (x *SetSubnetBudgetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_allot_v1_budget_proto_msgTypes[5]
+	mi := &file_allot_v1_budget_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -390,7 +879,7 @@ func (x *SetSubnetBudgetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSubnetBudgetRequest.ProtoReflect.Descriptor instead.
 func (*SetSubnetBudgetRequest) Descriptor() ([]byte, []int) {
-	return file_allot_v1_budget_proto_rawDescGZIP(), []int{5}
+	return file_allot_v1_budget_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SetSubnetBudgetRequest) GetSubnetId() string {
@@ -418,7 +907,7 @@ var File_allot_v1_budget_proto protoreflect.FileDescriptor
 
 const file_allot_v1_budget_proto_rawDesc = "" +
 	"\n" +
-	"\x15allot/v1/budget.proto\x12\ballot.v1\"\xb5\x03\n" +
+	"\x15allot/v1/budget.proto\x12\ballot.v1\x1a\x15allot/v1/common.proto\"\xe0\x03\n" +
 	"\fSubnetBudget\x12\x1b\n" +
 	"\tsubnet_id\x18\x01 \x01(\tR\bsubnetId\x12\x12\n" +
 	"\x04cidr\x18\x02 \x01(\tR\x04cidr\x12+\n" +
@@ -435,7 +924,47 @@ const file_allot_v1_budget_proto_rawDesc = "" +
 	"\x0eused_by_others\x18\f \x01(\x03R\fusedByOthers\x12\x1c\n" +
 	"\tavailable\x18\r \x01(\x03R\tavailable\x12#\n" +
 	"\rheadroom_pods\x18\x0e \x01(\x03R\fheadroomPods\x12\x1a\n" +
-	"\brevision\x18\x0f \x01(\x03R\brevision\"5\n" +
+	"\brevision\x18\x0f \x01(\x03R\brevision\x12)\n" +
+	"\x04pods\x18\x10 \x01(\v2\x15.allot.v1.PodHeadroomR\x04pods\"\x91\x01\n" +
+	"\vPodHeadroom\x12\x12\n" +
+	"\x04pods\x18\x01 \x01(\x03R\x04pods\x12!\n" +
+	"\faddress_pods\x18\x02 \x01(\x03R\vaddressPods\x12\x1b\n" +
+	"\tnode_pods\x18\x03 \x01(\x03R\bnodePods\x12\x18\n" +
+	"\abinding\x18\x04 \x01(\tR\abinding\x12\x14\n" +
+	"\x05nodes\x18\x05 \x01(\x03R\x05nodes\"\x9c\x03\n" +
+	"\rCapacityTotal\x12+\n" +
+	"\x11availability_zone\x18\x01 \x01(\tR\x10availabilityZone\x12\x18\n" +
+	"\asubnets\x18\x02 \x01(\x03R\asubnets\x12\x16\n" +
+	"\x06usable\x18\x03 \x01(\x03R\x06usable\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\x03R\x05limit\x12\x1a\n" +
+	"\battached\x18\x05 \x01(\x03R\battached\x12\x1a\n" +
+	"\bassigned\x18\x06 \x01(\x03R\bassigned\x12\x12\n" +
+	"\x04warm\x18\a \x01(\x03R\x04warm\x12\x1a\n" +
+	"\breserved\x18\b \x01(\x03R\breserved\x12$\n" +
+	"\x0eused_by_others\x18\t \x01(\x03R\fusedByOthers\x12\x1a\n" +
+	"\bheadroom\x18\n" +
+	" \x01(\x03R\bheadroom\x12\x1c\n" +
+	"\tavailable\x18\v \x01(\x03R\tavailable\x12#\n" +
+	"\rheadroom_pods\x18\f \x01(\x03R\fheadroomPods\x12)\n" +
+	"\x04pods\x18\r \x01(\v2\x15.allot.v1.PodHeadroomR\x04pods\"\x14\n" +
+	"\x12GetCapacityRequest\"\xc5\x01\n" +
+	"\x13GetCapacityResponse\x120\n" +
+	"\asubnets\x18\x01 \x03(\v2\x16.allot.v1.SubnetBudgetR\asubnets\x12-\n" +
+	"\x05zones\x18\x02 \x03(\v2\x17.allot.v1.CapacityTotalR\x05zones\x121\n" +
+	"\acluster\x18\x03 \x01(\v2\x17.allot.v1.CapacityTotalR\acluster\x12\x1a\n" +
+	"\brevision\x18\x04 \x01(\x03R\brevision\"c\n" +
+	"\x11GetMaxPodsRequest\x12#\n" +
+	"\rinstance_type\x18\x01 \x01(\tR\finstanceType\x12)\n" +
+	"\x04mode\x18\x02 \x01(\x0e2\x15.allot.v1.AddressModeR\x04mode\"\xec\x01\n" +
+	"\x12GetMaxPodsResponse\x12#\n" +
+	"\rinstance_type\x18\x01 \x01(\tR\finstanceType\x12)\n" +
+	"\x04mode\x18\x02 \x01(\x0e2\x15.allot.v1.AddressModeR\x04mode\x12\x19\n" +
+	"\bmax_pods\x18\x03 \x01(\x03R\amaxPods\x12\x19\n" +
+	"\bmax_enis\x18\x04 \x01(\x05R\amaxEnis\x12 \n" +
+	"\fipv4_per_eni\x18\x05 \x01(\x05R\n" +
+	"ipv4PerEni\x12\x14\n" +
+	"\x05vcpus\x18\x06 \x01(\x05R\x05vcpus\x12\x18\n" +
+	"\aformula\x18\a \x01(\tR\aformula\"5\n" +
 	"\x16GetSubnetBudgetRequest\x12\x1b\n" +
 	"\tsubnet_id\x18\x01 \x01(\tR\bsubnetId\"\x1a\n" +
 	"\x18ListSubnetBudgetsRequest\"M\n" +
@@ -445,12 +974,15 @@ const file_allot_v1_budget_proto_rawDesc = "" +
 	"\x16SetSubnetBudgetRequest\x12\x1b\n" +
 	"\tsubnet_id\x18\x01 \x01(\tR\bsubnetId\x12\x1a\n" +
 	"\bheadroom\x18\x02 \x01(\x03R\bheadroom\x12\x10\n" +
-	"\x03cap\x18\x03 \x01(\x03R\x03cap2\xdc\x02\n" +
+	"\x03cap\x18\x03 \x01(\x03R\x03cap2\xf1\x03\n" +
 	"\rBudgetService\x12K\n" +
 	"\x0fGetSubnetBudget\x12 .allot.v1.GetSubnetBudgetRequest\x1a\x16.allot.v1.SubnetBudget\x12\\\n" +
 	"\x11ListSubnetBudgets\x12\".allot.v1.ListSubnetBudgetsRequest\x1a#.allot.v1.ListSubnetBudgetsResponse\x12S\n" +
 	"\x12WatchSubnetBudgets\x12#.allot.v1.WatchSubnetBudgetsRequest\x1a\x16.allot.v1.SubnetBudget0\x01\x12K\n" +
-	"\x0fSetSubnetBudget\x12 .allot.v1.SetSubnetBudgetRequest\x1a\x16.allot.v1.SubnetBudgetB2Z0github.com/allotnet/allot/proto/allot/v1;allotv1b\x06proto3"
+	"\x0fSetSubnetBudget\x12 .allot.v1.SetSubnetBudgetRequest\x1a\x16.allot.v1.SubnetBudget\x12J\n" +
+	"\vGetCapacity\x12\x1c.allot.v1.GetCapacityRequest\x1a\x1d.allot.v1.GetCapacityResponse\x12G\n" +
+	"\n" +
+	"GetMaxPods\x12\x1b.allot.v1.GetMaxPodsRequest\x1a\x1c.allot.v1.GetMaxPodsResponseB2Z0github.com/allotnet/allot/proto/allot/v1;allotv1b\x06proto3"
 
 var (
 	file_allot_v1_budget_proto_rawDescOnce sync.Once
@@ -464,30 +996,48 @@ func file_allot_v1_budget_proto_rawDescGZIP() []byte {
 	return file_allot_v1_budget_proto_rawDescData
 }
 
-var file_allot_v1_budget_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_allot_v1_budget_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_allot_v1_budget_proto_goTypes = []any{
 	(*SubnetBudget)(nil),              // 0: allot.v1.SubnetBudget
-	(*GetSubnetBudgetRequest)(nil),    // 1: allot.v1.GetSubnetBudgetRequest
-	(*ListSubnetBudgetsRequest)(nil),  // 2: allot.v1.ListSubnetBudgetsRequest
-	(*ListSubnetBudgetsResponse)(nil), // 3: allot.v1.ListSubnetBudgetsResponse
-	(*WatchSubnetBudgetsRequest)(nil), // 4: allot.v1.WatchSubnetBudgetsRequest
-	(*SetSubnetBudgetRequest)(nil),    // 5: allot.v1.SetSubnetBudgetRequest
+	(*PodHeadroom)(nil),               // 1: allot.v1.PodHeadroom
+	(*CapacityTotal)(nil),             // 2: allot.v1.CapacityTotal
+	(*GetCapacityRequest)(nil),        // 3: allot.v1.GetCapacityRequest
+	(*GetCapacityResponse)(nil),       // 4: allot.v1.GetCapacityResponse
+	(*GetMaxPodsRequest)(nil),         // 5: allot.v1.GetMaxPodsRequest
+	(*GetMaxPodsResponse)(nil),        // 6: allot.v1.GetMaxPodsResponse
+	(*GetSubnetBudgetRequest)(nil),    // 7: allot.v1.GetSubnetBudgetRequest
+	(*ListSubnetBudgetsRequest)(nil),  // 8: allot.v1.ListSubnetBudgetsRequest
+	(*ListSubnetBudgetsResponse)(nil), // 9: allot.v1.ListSubnetBudgetsResponse
+	(*WatchSubnetBudgetsRequest)(nil), // 10: allot.v1.WatchSubnetBudgetsRequest
+	(*SetSubnetBudgetRequest)(nil),    // 11: allot.v1.SetSubnetBudgetRequest
+	(AddressMode)(0),                  // 12: allot.v1.AddressMode
 }
 var file_allot_v1_budget_proto_depIdxs = []int32{
-	0, // 0: allot.v1.ListSubnetBudgetsResponse.budgets:type_name -> allot.v1.SubnetBudget
-	1, // 1: allot.v1.BudgetService.GetSubnetBudget:input_type -> allot.v1.GetSubnetBudgetRequest
-	2, // 2: allot.v1.BudgetService.ListSubnetBudgets:input_type -> allot.v1.ListSubnetBudgetsRequest
-	4, // 3: allot.v1.BudgetService.WatchSubnetBudgets:input_type -> allot.v1.WatchSubnetBudgetsRequest
-	5, // 4: allot.v1.BudgetService.SetSubnetBudget:input_type -> allot.v1.SetSubnetBudgetRequest
-	0, // 5: allot.v1.BudgetService.GetSubnetBudget:output_type -> allot.v1.SubnetBudget
-	3, // 6: allot.v1.BudgetService.ListSubnetBudgets:output_type -> allot.v1.ListSubnetBudgetsResponse
-	0, // 7: allot.v1.BudgetService.WatchSubnetBudgets:output_type -> allot.v1.SubnetBudget
-	0, // 8: allot.v1.BudgetService.SetSubnetBudget:output_type -> allot.v1.SubnetBudget
-	5, // [5:9] is the sub-list for method output_type
-	1, // [1:5] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	1,  // 0: allot.v1.SubnetBudget.pods:type_name -> allot.v1.PodHeadroom
+	1,  // 1: allot.v1.CapacityTotal.pods:type_name -> allot.v1.PodHeadroom
+	0,  // 2: allot.v1.GetCapacityResponse.subnets:type_name -> allot.v1.SubnetBudget
+	2,  // 3: allot.v1.GetCapacityResponse.zones:type_name -> allot.v1.CapacityTotal
+	2,  // 4: allot.v1.GetCapacityResponse.cluster:type_name -> allot.v1.CapacityTotal
+	12, // 5: allot.v1.GetMaxPodsRequest.mode:type_name -> allot.v1.AddressMode
+	12, // 6: allot.v1.GetMaxPodsResponse.mode:type_name -> allot.v1.AddressMode
+	0,  // 7: allot.v1.ListSubnetBudgetsResponse.budgets:type_name -> allot.v1.SubnetBudget
+	7,  // 8: allot.v1.BudgetService.GetSubnetBudget:input_type -> allot.v1.GetSubnetBudgetRequest
+	8,  // 9: allot.v1.BudgetService.ListSubnetBudgets:input_type -> allot.v1.ListSubnetBudgetsRequest
+	10, // 10: allot.v1.BudgetService.WatchSubnetBudgets:input_type -> allot.v1.WatchSubnetBudgetsRequest
+	11, // 11: allot.v1.BudgetService.SetSubnetBudget:input_type -> allot.v1.SetSubnetBudgetRequest
+	3,  // 12: allot.v1.BudgetService.GetCapacity:input_type -> allot.v1.GetCapacityRequest
+	5,  // 13: allot.v1.BudgetService.GetMaxPods:input_type -> allot.v1.GetMaxPodsRequest
+	0,  // 14: allot.v1.BudgetService.GetSubnetBudget:output_type -> allot.v1.SubnetBudget
+	9,  // 15: allot.v1.BudgetService.ListSubnetBudgets:output_type -> allot.v1.ListSubnetBudgetsResponse
+	0,  // 16: allot.v1.BudgetService.WatchSubnetBudgets:output_type -> allot.v1.SubnetBudget
+	0,  // 17: allot.v1.BudgetService.SetSubnetBudget:output_type -> allot.v1.SubnetBudget
+	4,  // 18: allot.v1.BudgetService.GetCapacity:output_type -> allot.v1.GetCapacityResponse
+	6,  // 19: allot.v1.BudgetService.GetMaxPods:output_type -> allot.v1.GetMaxPodsResponse
+	14, // [14:20] is the sub-list for method output_type
+	8,  // [8:14] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_allot_v1_budget_proto_init() }
@@ -495,13 +1045,14 @@ func file_allot_v1_budget_proto_init() {
 	if File_allot_v1_budget_proto != nil {
 		return
 	}
+	file_allot_v1_common_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_allot_v1_budget_proto_rawDesc), len(file_allot_v1_budget_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

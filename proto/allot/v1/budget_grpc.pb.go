@@ -23,6 +23,8 @@ const (
 	BudgetService_ListSubnetBudgets_FullMethodName  = "/allot.v1.BudgetService/ListSubnetBudgets"
 	BudgetService_WatchSubnetBudgets_FullMethodName = "/allot.v1.BudgetService/WatchSubnetBudgets"
 	BudgetService_SetSubnetBudget_FullMethodName    = "/allot.v1.BudgetService/SetSubnetBudget"
+	BudgetService_GetCapacity_FullMethodName        = "/allot.v1.BudgetService/GetCapacity"
+	BudgetService_GetMaxPods_FullMethodName         = "/allot.v1.BudgetService/GetMaxPods"
 )
 
 // BudgetServiceClient is the client API for BudgetService service.
@@ -39,6 +41,14 @@ type BudgetServiceClient interface {
 	WatchSubnetBudgets(ctx context.Context, in *WatchSubnetBudgetsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SubnetBudget], error)
 	// SetSubnetBudget changes the headroom and cap of a subnet.
 	SetSubnetBudget(ctx context.Context, in *SetSubnetBudgetRequest, opts ...grpc.CallOption) (*SubnetBudget, error)
+	// GetCapacity answers per subnet, per availability zone and for the
+	// cluster: the address figures and how many more pods fit, counting both
+	// the subnets' addresses and the registered nodes' limits, and which of
+	// the two binds. docs/capacity.md explains every figure.
+	GetCapacity(ctx context.Context, in *GetCapacityRequest, opts ...grpc.CallOption) (*GetCapacityResponse, error)
+	// GetMaxPods is kubelet's max-pods for an instance type and address mode,
+	// from EC2's DescribeInstanceTypes.
+	GetMaxPods(ctx context.Context, in *GetMaxPodsRequest, opts ...grpc.CallOption) (*GetMaxPodsResponse, error)
 }
 
 type budgetServiceClient struct {
@@ -98,6 +108,26 @@ func (c *budgetServiceClient) SetSubnetBudget(ctx context.Context, in *SetSubnet
 	return out, nil
 }
 
+func (c *budgetServiceClient) GetCapacity(ctx context.Context, in *GetCapacityRequest, opts ...grpc.CallOption) (*GetCapacityResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetCapacityResponse)
+	err := c.cc.Invoke(ctx, BudgetService_GetCapacity_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *budgetServiceClient) GetMaxPods(ctx context.Context, in *GetMaxPodsRequest, opts ...grpc.CallOption) (*GetMaxPodsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetMaxPodsResponse)
+	err := c.cc.Invoke(ctx, BudgetService_GetMaxPods_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // BudgetServiceServer is the server API for BudgetService service.
 // All implementations must embed UnimplementedBudgetServiceServer
 // for forward compatibility.
@@ -112,6 +142,14 @@ type BudgetServiceServer interface {
 	WatchSubnetBudgets(*WatchSubnetBudgetsRequest, grpc.ServerStreamingServer[SubnetBudget]) error
 	// SetSubnetBudget changes the headroom and cap of a subnet.
 	SetSubnetBudget(context.Context, *SetSubnetBudgetRequest) (*SubnetBudget, error)
+	// GetCapacity answers per subnet, per availability zone and for the
+	// cluster: the address figures and how many more pods fit, counting both
+	// the subnets' addresses and the registered nodes' limits, and which of
+	// the two binds. docs/capacity.md explains every figure.
+	GetCapacity(context.Context, *GetCapacityRequest) (*GetCapacityResponse, error)
+	// GetMaxPods is kubelet's max-pods for an instance type and address mode,
+	// from EC2's DescribeInstanceTypes.
+	GetMaxPods(context.Context, *GetMaxPodsRequest) (*GetMaxPodsResponse, error)
 	mustEmbedUnimplementedBudgetServiceServer()
 }
 
@@ -133,6 +171,12 @@ func (UnimplementedBudgetServiceServer) WatchSubnetBudgets(*WatchSubnetBudgetsRe
 }
 func (UnimplementedBudgetServiceServer) SetSubnetBudget(context.Context, *SetSubnetBudgetRequest) (*SubnetBudget, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetSubnetBudget not implemented")
+}
+func (UnimplementedBudgetServiceServer) GetCapacity(context.Context, *GetCapacityRequest) (*GetCapacityResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetCapacity not implemented")
+}
+func (UnimplementedBudgetServiceServer) GetMaxPods(context.Context, *GetMaxPodsRequest) (*GetMaxPodsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetMaxPods not implemented")
 }
 func (UnimplementedBudgetServiceServer) mustEmbedUnimplementedBudgetServiceServer() {}
 func (UnimplementedBudgetServiceServer) testEmbeddedByValue()                       {}
@@ -220,6 +264,42 @@ func _BudgetService_SetSubnetBudget_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _BudgetService_GetCapacity_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetCapacityRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BudgetServiceServer).GetCapacity(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: BudgetService_GetCapacity_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BudgetServiceServer).GetCapacity(ctx, req.(*GetCapacityRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _BudgetService_GetMaxPods_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetMaxPodsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BudgetServiceServer).GetMaxPods(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: BudgetService_GetMaxPods_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BudgetServiceServer).GetMaxPods(ctx, req.(*GetMaxPodsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // BudgetService_ServiceDesc is the grpc.ServiceDesc for BudgetService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -238,6 +318,14 @@ var BudgetService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetSubnetBudget",
 			Handler:    _BudgetService_SetSubnetBudget_Handler,
+		},
+		{
+			MethodName: "GetCapacity",
+			Handler:    _BudgetService_GetCapacity_Handler,
+		},
+		{
+			MethodName: "GetMaxPods",
+			Handler:    _BudgetService_GetMaxPods_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

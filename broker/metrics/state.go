@@ -18,11 +18,10 @@ import (
 // (broker/store). Only the leading replica reads it, so the cluster's
 // figures come from one place and are not summed over replicas.
 type State interface {
-	ListSubnets(ctx context.Context) ([]store.Subnet, error)
-	ListNodes(ctx context.Context) ([]store.Node, error)
+	// ReadPlanning sets aside records that do not decode, so one bad
+	// record does not blank the cluster's gauges.
+	ReadPlanning(ctx context.Context) (store.Planning, error)
 	ListENIs(ctx context.Context) ([]store.ENI, error)
-	ListUsage(ctx context.Context) (map[string]store.Usage, error)
-	ListDemands(ctx context.Context) (map[string]store.Demand, error)
 	ListOpenIntents(ctx context.Context) ([]store.Intent, error)
 	ListNodeStatus(ctx context.Context) (map[string]store.NodeStatus, error)
 	Alive(ctx context.Context) (map[string]bool, error)
@@ -118,16 +117,22 @@ type stateSnap struct {
 	intents  []store.Intent
 	statuses map[string]store.NodeStatus
 	alive    map[string]bool
+	// badNodes are instances whose registration does not decode.
+	badNodes []string
 }
 
 func readState(ctx context.Context, st State) (stateSnap, error) {
 	var s stateSnap
 	var errs [8]error
-	s.subnets, errs[0] = st.ListSubnets(ctx)
-	s.nodes, errs[1] = st.ListNodes(ctx)
+	var p store.Planning
+	p, errs[0] = st.ReadPlanning(ctx)
+	s.subnets, s.nodes, s.usage, s.demands = p.Subnets, p.Nodes, p.Usage, p.Demands
+	for _, q := range p.Quarantined {
+		if q.Kind == "nodes" {
+			s.badNodes = append(s.badNodes, q.ID)
+		}
+	}
 	s.enis, errs[2] = st.ListENIs(ctx)
-	s.usage, errs[3] = st.ListUsage(ctx)
-	s.demands, errs[4] = st.ListDemands(ctx)
 	s.intents, errs[5] = st.ListOpenIntents(ctx)
 	s.statuses, errs[6] = st.ListNodeStatus(ctx)
 	s.alive, errs[7] = st.Alive(ctx)
@@ -182,6 +187,9 @@ func (g *stateGauges) observeNodes(o metric.Observer, s stateSnap) {
 			waiting += int64(d.Pending)
 			short += int64(d.WarmShortfall)
 		}
+	}
+	for _, id := range s.badNodes {
+		byStatus[[2]string{store.UnmetQuarantined, fmt.Sprint(s.alive[id])}]++
 	}
 	for k, v := range byStatus {
 		o.ObserveInt64(g.nodes, v, metric.WithAttributes(attribute.String("status", k[0]), attribute.String("alive", k[1])))

@@ -44,10 +44,7 @@ func (s *adminService) load(ctx context.Context) (*adminState, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := &adminState{view: v}
-	if st.demands, err = s.st.ListDemands(ctx); err != nil {
-		return nil, fmt.Errorf("list demands: %w", err)
-	}
+	st := &adminState{view: v, demands: v.demands}
 	if st.alive, err = s.st.Alive(ctx); err != nil {
 		return nil, fmt.Errorf("list live nodes: %w", err)
 	}
@@ -77,6 +74,8 @@ func nodeSummaries(st *adminState) []*allotv1.NodeSummary {
 			WarmShortfall:       int32(st.demands[n.InstanceID].WarmShortfall),
 			Alive:               st.alive[n.InstanceID],
 			OperationInProgress: busy[n.InstanceID],
+			UnmetReason:         st.statuses[n.InstanceID].Reason,
+			UnmetMessage:        st.statuses[n.InstanceID].Message,
 		}
 		for _, e := range enis {
 			sum.Attached += int32(len(e.Addresses) + len(e.Prefixes)*16)
@@ -95,6 +94,24 @@ func nodeSummaries(st *adminState) []*allotv1.NodeSummary {
 			}
 		}
 		out = append(out, sum)
+	}
+	return append(out, quarantinedSummaries(st)...)
+}
+
+// quarantinedSummaries is a line for each node whose registration does not
+// decode, so operators see it instead of the node vanishing from the list.
+func quarantinedSummaries(st *adminState) []*allotv1.NodeSummary {
+	var out []*allotv1.NodeSummary
+	seen := map[string]bool{}
+	for _, q := range st.quarantined {
+		if q.Kind != "nodes" || seen[q.ID] {
+			continue
+		}
+		seen[q.ID] = true
+		out = append(out, &allotv1.NodeSummary{
+			InstanceId: q.ID, Alive: st.alive[q.ID], UnmetReason: store.UnmetQuarantined,
+			UnmetMessage: fmt.Sprintf("record %s does not decode; the node is left out of planning until it is fixed: %s", q.Key, q.Err),
+		})
 	}
 	return out
 }

@@ -17,10 +17,11 @@ import (
 // the health check reads the revision alone.
 type ViewReads interface {
 	Revision(ctx context.Context) (int64, error)
-	ListNodes(ctx context.Context) ([]store.Node, error)
+	// ReadPlanning reads nodes, demands, usage and subnets, setting aside
+	// the records that do not decode.
+	ReadPlanning(ctx context.Context) (store.Planning, error)
 	ListENIs(ctx context.Context) ([]store.ENI, error)
 	ListSubnets(ctx context.Context) ([]store.Subnet, error)
-	ListUsage(ctx context.Context) (map[string]store.Usage, error)
 	ListReleases(ctx context.Context, instanceID string) ([]store.Release, error)
 	ListNodeStatus(ctx context.Context) (map[string]store.NodeStatus, error)
 }

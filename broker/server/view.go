@@ -23,6 +23,11 @@ type view struct {
 	enisBy    map[string][]store.ENI
 	releaseBy map[string][]store.Release // proposed and acknowledged
 	nodeBy    map[string]store.Node
+	// demands and quarantined are filled by loadView only: the records
+	// that do not decode are set aside there, not fatal, so one bad record
+	// does not blind operators and planners to the rest.
+	demands     map[string]store.Demand
+	quarantined []store.Quarantined
 }
 
 // loadView reads everything a view holds.
@@ -32,17 +37,13 @@ func loadView(ctx context.Context, st ViewReads) (*view, error) {
 		return nil, err
 	}
 	v := &view{rev: rev}
-	if v.subnets, err = st.ListSubnets(ctx); err != nil {
-		return nil, fmt.Errorf("list subnets: %w", err)
+	p, err := st.ReadPlanning(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read nodes and subnets: %w", err)
 	}
-	if v.nodes, err = st.ListNodes(ctx); err != nil {
-		return nil, fmt.Errorf("list nodes: %w", err)
-	}
+	v.subnets, v.nodes, v.usage, v.demands, v.quarantined = p.Subnets, p.Nodes, p.Usage, p.Demands, p.Quarantined
 	if v.enis, err = st.ListENIs(ctx); err != nil {
 		return nil, fmt.Errorf("list enis: %w", err)
-	}
-	if v.usage, err = st.ListUsage(ctx); err != nil {
-		return nil, fmt.Errorf("list usage: %w", err)
 	}
 	if v.releases, err = st.ListReleases(ctx, ""); err != nil {
 		return nil, fmt.Errorf("list releases: %w", err)

@@ -24,6 +24,8 @@ type nodeRow struct {
 	WarmShortfall       int32  `json:"warm_shortfall"`
 	Alive               bool   `json:"alive"`
 	OperationInProgress bool   `json:"operation_in_progress"`
+	UnmetReason         string `json:"unmet_reason,omitempty"`
+	UnmetMessage        string `json:"unmet_message,omitempty"`
 }
 
 func cmdNodes(ctx context.Context, c *client, args []string, o *options, out io.Writer) error {
@@ -41,16 +43,17 @@ func cmdNodes(ctx context.Context, c *client, args []string, o *options, out io.
 			SubnetID: n.GetSubnetId(), ENIs: n.GetEnis(), MaxENIs: n.GetMaxEnis(), Attached: n.GetAttached(),
 			Assigned: n.GetAssigned(), Warm: n.GetWarm(), Pending: n.GetPending(), WarmShortfall: n.GetWarmShortfall(),
 			Alive: n.GetAlive(), OperationInProgress: n.GetOperationInProgress(),
+			UnmetReason: n.GetUnmetReason(), UnmetMessage: n.GetUnmetMessage(),
 		})
 	}
 	if o.output == "json" {
 		return writeJSON(out, rows)
 	}
 	t := newTable(out, "INSTANCE", "TYPE", "AZ", "SUBNET", "ENIS", "ATTACHED", "ASSIGNED", "WARM",
-		"PENDING", "SHORTFALL", "ALIVE", "EC2-OP")
+		"PENDING", "SHORTFALL", "ALIVE", "EC2-OP", "UNMET")
 	for _, r := range rows {
 		t.row(r.InstanceID, r.InstanceType, r.AvailabilityZone, r.SubnetID, fmt.Sprintf("%d/%d", r.ENIs, r.MaxENIs),
-			r.Attached, r.Assigned, r.Warm, r.Pending, r.WarmShortfall, yesNo(r.Alive), yesNo(r.OperationInProgress))
+			r.Attached, r.Assigned, r.Warm, r.Pending, r.WarmShortfall, yesNo(r.Alive), yesNo(r.OperationInProgress), dash(r.UnmetReason))
 	}
 	return t.flush()
 }
@@ -154,4 +157,11 @@ func cmdStatus(ctx context.Context, c *client, args []string, o *options, out io
 	t.row("nodes with EC2 operation in progress", r.NodesWithOperationInProgress)
 	t.row("open intents", r.OpenIntents)
 	return t.flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

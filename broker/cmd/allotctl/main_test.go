@@ -19,6 +19,13 @@ import (
 // one subnet, one node and one ENI recorded.
 func startServer(t *testing.T) string {
 	t.Helper()
+	_, addr := startServerStore(t)
+	return addr
+}
+
+// startServerStore is startServer that also returns the store.
+func startServerStore(t *testing.T) (*store.Store, string) {
+	t.Helper()
 	st, err := store.Open(etcdembedtest.Start(t), "ctl")
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +57,7 @@ func startServer(t *testing.T) string {
 		defer cancel()
 		srv.Stop(ctx)
 	})
-	return lis.Addr().String()
+	return st, lis.Addr().String()
 }
 
 func ctl(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -191,5 +198,36 @@ func TestBudgetsByZoneAndCluster(t *testing.T) {
 	}
 	if code, _, errs := ctl(t, "--broker", addr, "max-pods"); code != 2 || !strings.Contains(errs, "--instance-type") {
 		t.Errorf("max-pods without a type: exit %d: %s", code, errs)
+	}
+}
+
+// TestCorruptRecordsQuarantined: a node record and another node's usage
+// record that do not decode leave `nodes` and `budgets` answering: the bad
+// node is listed as quarantined, naming its key, and the rest as before.
+func TestCorruptRecordsQuarantined(t *testing.T) {
+	st, addr := startServerStore(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := st.Client().Put(ctx, st.Prefix()+"nodes/i-0000000b", "{not json"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Client().Put(ctx, st.Prefix()+"usage/i-0000000c", `{"v":9}`); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := ctl(t, "--broker", addr, "nodes", "-o", "json")
+	if code != 0 {
+		t.Fatalf("nodes: exit %d: %s", code, errs)
+	}
+	var rows []nodeRow
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	if len(rows) != 2 || rows[0].InstanceID != "i-00000001" || rows[0].UnmetReason != "" ||
+		rows[1].InstanceID != "i-0000000b" || rows[1].UnmetReason != store.UnmetQuarantined ||
+		!strings.Contains(rows[1].UnmetMessage, "nodes/i-0000000b") {
+		t.Fatalf("rows %+v", rows)
+	}
+	if code, out, errs := ctl(t, "--broker", addr, "budgets"); code != 0 || !strings.Contains(out, "subnet-0000000a") {
+		t.Fatalf("budgets: exit %d: %s\n%s", code, errs, out)
 	}
 }

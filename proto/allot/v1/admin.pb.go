@@ -38,8 +38,14 @@ type NodeSummary struct {
 	// operation_in_progress is true while an EC2 call for the node is in
 	// flight.
 	OperationInProgress bool `protobuf:"varint,13,opt,name=operation_in_progress,json=operationInProgress,proto3" json:"operation_in_progress,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// unmet_reason and unmet_message say why the node's demand is not met
+	// (the engine's node status), e.g. "record_quarantined" when one of the
+	// node's records in etcd does not decode and the node is left out of
+	// planning until it is fixed.
+	UnmetReason   string `protobuf:"bytes,14,opt,name=unmet_reason,json=unmetReason,proto3" json:"unmet_reason,omitempty"`
+	UnmetMessage  string `protobuf:"bytes,15,opt,name=unmet_message,json=unmetMessage,proto3" json:"unmet_message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeSummary) Reset() {
@@ -161,6 +167,20 @@ func (x *NodeSummary) GetOperationInProgress() bool {
 		return x.OperationInProgress
 	}
 	return false
+}
+
+func (x *NodeSummary) GetUnmetReason() string {
+	if x != nil {
+		return x.UnmetReason
+	}
+	return ""
+}
+
+func (x *NodeSummary) GetUnmetMessage() string {
+	if x != nil {
+		return x.UnmetMessage
+	}
+	return ""
 }
 
 type ListNodesRequest struct {
@@ -731,7 +751,7 @@ var File_allot_v1_admin_proto protoreflect.FileDescriptor
 
 const file_allot_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x14allot/v1/admin.proto\x12\ballot.v1\x1a\x15allot/v1/common.proto\"\xa3\x03\n" +
+	"\x14allot/v1/admin.proto\x12\ballot.v1\x1a\x15allot/v1/common.proto\"\xeb\x03\n" +
 	"\vNodeSummary\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12#\n" +
@@ -747,7 +767,9 @@ const file_allot_v1_admin_proto_rawDesc = "" +
 	" \x01(\x05R\apending\x12%\n" +
 	"\x0ewarm_shortfall\x18\v \x01(\x05R\rwarmShortfall\x12\x14\n" +
 	"\x05alive\x18\f \x01(\bR\x05alive\x122\n" +
-	"\x15operation_in_progress\x18\r \x01(\bR\x13operationInProgress\"\x12\n" +
+	"\x15operation_in_progress\x18\r \x01(\bR\x13operationInProgress\x12!\n" +
+	"\funmet_reason\x18\x0e \x01(\tR\vunmetReason\x12#\n" +
+	"\runmet_message\x18\x0f \x01(\tR\funmetMessage\"\x12\n" +
 	"\x10ListNodesRequest\"@\n" +
 	"\x11ListNodesResponse\x12+\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x15.allot.v1.NodeSummaryR\x05nodes\"2\n" +

@@ -35,6 +35,9 @@ type Records struct {
 	Usage    []Usage
 	Releases []Release
 	Statuses []NodeStatus
+	// Quarantined are subnet, node, usage and status records that do not
+	// decode, left out of the lists above (see Planning).
+	Quarantined []Quarantined
 }
 
 // Change is one followed record written or deleted.
@@ -45,6 +48,10 @@ type Change struct {
 	// Record is the new value unless Deleted: a Subnet, Node, ENI, Usage,
 	// Release or NodeStatus (the type Kind names) with Rev set.
 	Record any
+	// Quarantined, when set, says why a written subnet, node, usage or
+	// status record does not decode; the change then reads as Deleted, so
+	// a reader sets the record aside instead of stopping for everyone.
+	Quarantined string
 }
 
 // FollowUpdate is one message of a Follower: a full Snapshot (first, and
@@ -212,30 +219,32 @@ func (s *Store) readRecords(ctx context.Context) (*Records, error) {
 		return nil, err
 	}
 	r := &Records{Rev: v.rev}
-	if r.Subnets, err = list[*Subnet](v, kindSubnets); err != nil {
+	if r.Subnets, err = listSound[*Subnet](v, kindSubnets, &r.Quarantined); err != nil {
 		return nil, err
 	}
-	if r.Nodes, err = list[*Node](v, kindNodes); err != nil {
+	if r.Nodes, err = listSound[*Node](v, kindNodes, &r.Quarantined); err != nil {
 		return nil, err
 	}
 	if r.ENIs, err = list[*ENI](v, kindENIs); err != nil {
 		return nil, err
 	}
-	if r.Usage, err = list[*Usage](v, kindUsage); err != nil {
+	if r.Usage, err = listSound[*Usage](v, kindUsage, &r.Quarantined); err != nil {
 		return nil, err
 	}
 	if r.Releases, err = list[*Release](v, kindReleases); err != nil {
 		return nil, err
 	}
-	if r.Statuses, err = list[*NodeStatus](v, kindStatus); err != nil {
+	if r.Statuses, err = listSound[*NodeStatus](v, kindStatus, &r.Quarantined); err != nil {
 		return nil, err
 	}
 	return r, nil
 }
 
 // decodeEvents turns watch events into Changes, skipping kinds that are
-// not followed. A record that does not decode fails the batch: a reader
-// must never act on a guess.
+// not followed. An ENI or release that does not decode fails the batch: a
+// reader must never act on a guess, and those cannot be set aside without
+// knowing whose they are. A subnet, node, usage or status record names its
+// owner in its key: it is set aside (Quarantined, read as deleted).
 func (s *Store) decodeEvents(evs []*clientv3.Event) ([]Change, error) {
 	var out []Change
 	for _, ev := range evs {
@@ -262,12 +271,21 @@ func (s *Store) decodeEvents(evs []*clientv3.Event) ([]Change, error) {
 		default:
 			continue
 		}
+		if err != nil && quarantinable(c.Kind) {
+			c.Record, c.Deleted, c.Quarantined, err = nil, true, err.Error(), nil
+		}
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// quarantinable reports whether a record of kind that does not decode is
+// set aside rather than failing the batch.
+func quarantinable(k RecordKind) bool {
+	return k == RecordSubnet || k == RecordNode || k == RecordUsage || k == RecordStatus
 }
 
 // decodeEvent decodes a put's value; nil for a delete.

@@ -186,3 +186,41 @@ func readRev(ctx context.Context, s *Store) (int64, error) {
 	}
 	return resp.Header.Revision, nil
 }
+
+// TestFollowSetsAsideUndecodable: a node record that does not decode is
+// left out of the snapshot and named in Quarantined; a usage record
+// written undecodable later arrives as a deletion saying why; the other
+// records and later changes still flow.
+func TestFollowSetsAsideUndecodable(t *testing.T) {
+	s := newStore(t)
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	mustSubnet(t, s, "subnet-1", 100)
+	mustNode(t, s, "i-1")
+	if _, err := s.Client().Put(ctx, s.Prefix()+"nodes/i-bad", "{"); err != nil {
+		t.Fatal(err)
+	}
+	f := s.Follow(ctx)
+	first := nextUpdate(t, f)
+	snap := first.Snapshot
+	if snap == nil || len(snap.Nodes) != 1 || snap.Nodes[0].InstanceID != "i-1" || len(snap.Quarantined) != 1 ||
+		snap.Quarantined[0].ID != "i-bad" || snap.Quarantined[0].Kind != "nodes" {
+		t.Fatalf("first update %+v", first)
+	}
+	resp, err := s.Client().Put(ctx, s.Prefix()+"usage/i-1", `{"v":1,"instance_id":"i-2"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changes := changesUntil(t, f, resp.Header.Revision)
+	if len(changes) != 1 || !changes[0].Deleted || changes[0].Quarantined == "" || changes[0].ID != "i-1" {
+		t.Fatalf("changes %+v", changes)
+	}
+	sn, err := s.SetSubnetBudget(ctx, "subnet-1", 5, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changes = changesUntil(t, f, sn.Rev)
+	if len(changes) != 1 || changes[0].Kind != RecordSubnet || changes[0].Deleted {
+		t.Fatalf("changes after the bad record %+v", changes)
+	}
+}

@@ -205,8 +205,12 @@ func call[T any](ctx context.Context, c *Client, action string, filtered bool, s
 		if attempt >= c.retries {
 			return zero, apiErr
 		}
+		// The bucket as the limiter now keeps it: size 1 and a slower
+		// refill once it paces (EC2 throttles harder than the model).
+		b := c.limiter.Bucket(class)
 		c.log.Warn("ec2 throttled; retrying on the next turn",
-			"action", action, "class", string(class), "attempt", attempt+1, "max_retries", c.retries)
+			"action", action, "class", string(class), "attempt", attempt+1, "max_retries", c.retries,
+			"bucket_size", b.Size, "bucket_refill", b.Refill)
 	}
 }
 

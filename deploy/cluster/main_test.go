@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +26,13 @@ var (
 	logDir     = flag.String("cluster.logs", "", "copy every run's broker and agent logs into this directory, one subdirectory per test")
 	testBins   Binaries
 	buildErr   error
+
+	// started holds the namespace prefix of every cluster this process
+	// started. The check at exit looks only at these, so another run of the
+	// tests on the same machine (with its own random prefix) is not taken
+	// for a leak of this one.
+	startedMu sync.Mutex
+	started   []string
 )
 
 func TestMain(m *testing.M) {
@@ -36,11 +44,19 @@ func TestMain(m *testing.M) {
 	testBins, cleanup, buildErr = binariesForTests()
 	code := m.Run()
 	cleanup()
-	if left, err := netnstest.WithPrefix(testStem); err != nil || len(left) > 0 {
-		fmt.Fprintf(os.Stderr, "namespaces left by the tests: %v %v\n", left, err)
-		code = 1
+	for _, prefix := range startedPrefixes() {
+		if left, err := netnstest.WithPrefix(prefix); err != nil || len(left) > 0 {
+			fmt.Fprintf(os.Stderr, "namespaces left by the tests: %v %v\n", left, err)
+			code = 1
+		}
 	}
 	os.Exit(code)
+}
+
+func startedPrefixes() []string {
+	startedMu.Lock()
+	defer startedMu.Unlock()
+	return append([]string(nil), started...)
 }
 
 // binariesForTests builds the binaries from this tree into a temporary
@@ -116,6 +132,9 @@ func startCluster(t *testing.T, cfg Config) *Cluster {
 	if err != nil {
 		t.Fatalf("start cluster: %v", err)
 	}
+	startedMu.Lock()
+	started = append(started, c.Prefix)
+	startedMu.Unlock()
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("broker log (no debug lines):\n%s", c.Broker.LogTail(40))

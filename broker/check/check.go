@@ -20,7 +20,7 @@ import (
 
 // Classes the check adds to the reconciler's kinds (leaked-eni,
 // missing-eni, untagged-eni, address-drift, attachment-drift, subnet-use,
-// instance-gone).
+// subnet-record, instance-gone).
 const (
 	// ClassStaleIntent is an intent open for longer than the threshold: its
 	// reservation holds budget and its EC2 call may never have answered.

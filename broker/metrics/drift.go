@@ -19,7 +19,8 @@ var _ Drift = (*reconciler.Reconciler)(nil)
 
 // driftKinds are reported even at zero, so an alert on them has a series.
 var driftKinds = []string{reconciler.KindLeakedENI, reconciler.KindMissingENI, reconciler.KindUntaggedENI,
-	reconciler.KindAddressDrift, reconciler.KindAttachmentDrift, reconciler.KindSubnetUse, reconciler.KindInstanceGone}
+	reconciler.KindAddressDrift, reconciler.KindAttachmentDrift, reconciler.KindSubnetUse, reconciler.KindSubnetRecord,
+	reconciler.KindInstanceGone}
 
 // registerDrift creates the gauge of what the leader's last reconcile pass
 // found: the findings `allotctl check` would list on the EC2 side.

@@ -21,7 +21,7 @@ LDFLAGS     := -X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).commit=$(COMMI
 # Every main package in the repository, built into bin/ under its own name.
 COMMANDS := $(shell $(GO) list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./... 2>/dev/null)
 
-.PHONY: all build images test fuzz proto lint tools clean demo bench-cni bench-burst bench-burst-quick
+.PHONY: all build images test fuzz proto lint tools clean demo soak bench-cni bench-burst bench-burst-quick
 
 all: build
 
@@ -57,6 +57,15 @@ fuzz:
 DEMO_FLAGS ?=
 demo: build
 	$(BIN)/demo $(DEMO_FLAGS)
+
+# soak runs the one-machine cluster under a kubelet-like driver and a fault
+# schedule (agent and broker kill -9, a frozen broker, EC2 errors, latency
+# and drained buckets) and checks allot's invariants throughout and at the
+# end (as root; docs/reliability.md). SOAK_DURATION=30m for a long run.
+SOAK_DURATION ?= 5m
+SOAK_FLAGS ?=
+soak: build
+	$(BIN)/soak --duration $(SOAK_DURATION) $(SOAK_FLAGS)
 
 # bench-burst measures a scale-up burst: 500 c5.xlarge nodes running the real
 # agent code (kernel replaced by a recorder), 46 pods each at once, against

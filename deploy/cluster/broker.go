@@ -7,6 +7,7 @@ import (
 	"net"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
@@ -111,6 +112,13 @@ func (b *Broker) Kill() error { return b.proc.stop(0) }
 
 // Stop ends the broker with SIGTERM (graceful: it resigns the lead).
 func (b *Broker) Stop() error { return b.proc.stop(15 * time.Second) }
+
+// Pause freezes the broker with SIGSTOP: it holds its sockets and its
+// etcd session but answers nothing, as a process stalled by its host.
+func (b *Broker) Pause() error { return b.proc.signal(syscall.SIGSTOP) }
+
+// Resume lets a paused broker run again (SIGCONT).
+func (b *Broker) Resume() error { return b.proc.signal(syscall.SIGCONT) }
 
 // Running reports whether the broker process is alive.
 func (b *Broker) Running() bool { return b.proc.running() }

@@ -235,3 +235,19 @@ func (c *Cluster) DeletePods(ctx context.Context, pods []*Pod) []error {
 	}
 	return out
 }
+
+// GC runs CNI GC on the node as a runtime does once it knows its
+// sandboxes: every attachment the plugin holds that is not one of valid's
+// (the node's pods among them) is released.
+func (c *Cluster) GC(ctx context.Context, n *Node, valid []*Pod) error {
+	args := &libcni.GCArgs{}
+	for _, p := range valid {
+		if p.Node == n {
+			args.ValidAttachments = append(args.ValidAttachments, types.GCAttachment{ContainerID: p.rt.ContainerID, IfName: p.rt.IfName})
+		}
+	}
+	if err := c.cni.GCNetworkList(ctx, n.list, args); err != nil {
+		return fmt.Errorf("GC on %s: %w", n.Name, err)
+	}
+	return nil
+}

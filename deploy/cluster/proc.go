@@ -142,6 +142,17 @@ func (p *process) stop(grace time.Duration) error {
 	return err
 }
 
+// signal sends sig to the process if it runs.
+func (p *process) signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	cmd := p.cmd
+	p.mu.Unlock()
+	if cmd == nil {
+		return fmt.Errorf("%s is not running", p.name)
+	}
+	return cmd.Process.Signal(sig)
+}
+
 // logTail returns up to n last lines of everything the process printed,
 // without its debug lines.
 func (p *process) logTail(n int) string {

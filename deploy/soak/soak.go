@@ -1,0 +1,150 @@
+// Package soak runs the one-machine cluster of deploy/cluster for a
+// while with everything failing at once and checks that nothing is lost.
+// A kubelet-like driver creates, checks and deletes pods through the CNI
+// plugin (retrying failed sandboxes, reusing StatefulSet-style names with
+// the old sandbox's DEL arriving after the new one's ADD); a fault
+// schedule kills and freezes the agents and the broker, makes EC2 fail and
+// slow down, and drains EC2's token buckets as other tenants would; an
+// invariant checker compares the agents' records, the nodes' devices, the
+// broker's records and awssim's state the whole time and at the end.
+package soak
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/allotnet/allot/deploy/cluster"
+)
+
+// Config is one soak run.
+type Config struct {
+	Cluster cluster.Config
+	// Duration is how long the driver and the faults run; the end checks
+	// come after it.
+	Duration time.Duration
+	// SlotsPerNode is how many pod names each node's driver cycles through
+	// (at most that many pods per node, plus replacements in flight).
+	SlotsPerNode int
+	// FaultEvery is the pause between two faults.
+	FaultEvery time.Duration
+	// Seed drives the driver's and the fault schedule's choices.
+	Seed int64
+	// Logger receives progress; nil discards it.
+	Logger *slog.Logger
+}
+
+// Run starts the cluster, soaks it and tears it down, also on failure. The
+// result is returned whenever the cluster started; err says the run broke
+// (not that an invariant was violated: Result.Violations says that).
+func Run(ctx context.Context, cfg Config, progress io.Writer) (res *Result, err error) {
+	if cfg.Duration <= 0 {
+		return nil, errors.New("duration must be positive")
+	}
+	if cfg.SlotsPerNode == 0 {
+		cfg.SlotsPerNode = 6
+	}
+	if cfg.FaultEvery == 0 {
+		cfg.FaultEvery = 3 * time.Second
+	}
+	if cfg.Seed == 0 {
+		cfg.Seed = time.Now().UnixNano()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	cfg.Cluster.Logger = cfg.Logger
+	if cfg.Cluster.Seed == 0 {
+		cfg.Cluster.Seed = cfg.Seed
+	}
+	c, err := cluster.Start(ctx, cfg.Cluster)
+	if err != nil {
+		return nil, fmt.Errorf("start cluster: %w", err)
+	}
+	s := newSoak(c, cfg)
+	defer func() {
+		s.faults.lift() // a frozen broker or drained buckets must not outlive the run
+		err = errors.Join(err, c.Close())
+	}()
+	fmt.Fprintf(progress, "soak: cluster %s up (%d nodes, 1 broker); running %v, seed %d\n", c.Prefix, len(c.Nodes), cfg.Duration, cfg.Seed)
+	started := time.Now()
+	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() { defer wg.Done(); s.drive(runCtx) }()
+	go func() { defer wg.Done(); s.faults.run(runCtx) }()
+	go func() { defer wg.Done(); s.watch(runCtx) }()
+	wg.Wait()
+	s.res.Ran = time.Since(started)
+	s.faults.lift()
+	if err := s.finish(ctx); err != nil {
+		s.brokeRun(err)
+		return s.result(), err
+	}
+	return s.result(), nil
+}
+
+// soak is one run's state.
+type soak struct {
+	c   *cluster.Cluster
+	cfg Config
+	log *slog.Logger
+
+	faults *faultSchedule
+
+	mu  sync.Mutex
+	res Result
+	// live are the pods whose ADD succeeded and whose DEL has not yet.
+	live map[*cluster.Pod]bool
+}
+
+func newSoak(c *cluster.Cluster, cfg Config) *soak {
+	s := &soak{c: c, cfg: cfg, log: cfg.Logger, live: map[*cluster.Pod]bool{}}
+	s.res = Result{Ops: map[string]int{}, Faults: map[string]int{}, Violations: map[string]int{}, Seed: cfg.Seed}
+	for _, inv := range Invariants {
+		s.res.Violations[inv] = 0
+	}
+	s.faults = newFaultSchedule(s)
+	return s
+}
+
+func (s *soak) op(verb string) {
+	s.mu.Lock()
+	s.res.Ops[verb]++
+	s.mu.Unlock()
+}
+
+// violate records a broken invariant with what showed it.
+func (s *soak) violate(inv, format string, a ...any) {
+	d := fmt.Sprintf(format, a...)
+	s.log.Error("invariant violated", "invariant", inv, "detail", d)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.res.Violations[inv]++
+	if len(s.res.Details) < 50 {
+		s.res.Details = append(s.res.Details, inv+": "+d)
+	}
+}
+
+func (s *soak) result() *Result {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.res
+	return &r
+}
+
+// brokeRun records that the run itself broke (a fault could not be
+// injected or lifted); the result is then not a pass.
+func (s *soak) brokeRun(err error) {
+	s.log.Error("soak run broke", "err", err)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.res.Err == "" {
+		s.res.Err = err.Error()
+	}
+}

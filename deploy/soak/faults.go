@@ -68,6 +68,7 @@ func (f *faultSchedule) run(ctx context.Context) {
 		n := f.s.c.Nodes[f.rng.IntN(len(f.s.c.Nodes))]
 		f.s.log.Info("fault", "kind", kind, "node", n.Name)
 		lifted, detail, err := f.inject(ctx, kind, n)
+		ready := time.Now()
 		f.s.mu.Lock()
 		f.s.res.Faults[kind]++
 		f.s.mu.Unlock()
@@ -79,7 +80,7 @@ func (f *faultSchedule) run(ctx context.Context) {
 		if kind != FaultAgentKill {
 			scope = nil
 		}
-		rec, ok := f.recovery(ctx, lifted, scope)
+		rec, ok := f.recovery(ctx, lifted, ready, scope)
 		if !ok && ctx.Err() != nil {
 			return // the run ended before a pod could show recovery
 		}
@@ -89,8 +90,10 @@ func (f *faultSchedule) run(ctx context.Context) {
 	}
 }
 
-// inject applies one fault and lifts it; it returns when it was lifted.
-// Restores run even when ctx ends meanwhile.
+// inject applies one fault and lifts it; it returns when the process
+// hit is back (serving, or leading) and the moment the fault was lifted
+// (the process restarted or resumed, EC2 set right). Restores run even
+// when ctx ends meanwhile.
 func (f *faultSchedule) inject(ctx context.Context, kind string, n *cluster.Node) (time.Time, string, error) {
 	c := f.s.c
 	bg := context.WithoutCancel(ctx)
@@ -100,20 +103,22 @@ func (f *faultSchedule) inject(ctx context.Context, kind string, n *cluster.Node
 			return time.Time{}, "", err
 		}
 		sleep(bg, time.Duration(200+f.rng.IntN(1500))*time.Millisecond)
+		lifted := time.Now()
 		if err := n.Agent.Start(); err != nil {
 			return time.Time{}, "", err
 		}
 		wctx, cancel := context.WithTimeout(bg, recoverBound)
 		defer cancel()
-		return time.Now(), n.Name, n.Agent.WaitReady(wctx)
+		return lifted, n.Name, n.Agent.WaitReady(wctx)
 	case FaultBrokerKill:
 		if err := c.Broker.Kill(); err != nil {
 			return time.Time{}, "", err
 		}
 		sleep(bg, 500*time.Millisecond)
+		lifted := time.Now()
 		wctx, cancel := context.WithTimeout(bg, recoverBound)
 		defer cancel()
-		return time.Now(), "broker-1", c.Broker.Start(wctx)
+		return lifted, "broker-1", c.Broker.Start(wctx)
 	case FaultBrokerStop:
 		f.mu.Lock()
 		f.paused = true
@@ -122,10 +127,11 @@ func (f *faultSchedule) inject(ctx context.Context, kind string, n *cluster.Node
 			return time.Time{}, "", err
 		}
 		sleep(bg, faultWindow)
+		lifted := time.Now()
 		f.lift()
 		wctx, cancel := context.WithTimeout(bg, recoverBound)
 		defer cancel()
-		return time.Now(), fmt.Sprintf("broker-1 frozen %v", faultWindow), c.Broker.WaitLeader(wctx)
+		return lifted, fmt.Sprintf("broker-1 frozen %v", faultWindow), c.Broker.WaitLeader(wctx)
 	case FaultEC2Errors, FaultEC2Latency:
 		action := mutating[f.rng.IntN(len(mutating))]
 		fault := awssim.Fault{ErrorRate: 0.3 + 0.4*f.rng.Float64(), ErrorCode: "InternalError"}
@@ -186,15 +192,16 @@ func (f *faultSchedule) lift() {
 	f.s.c.Sim.SetFaults(nil)
 }
 
-// recovery is the time from lifted until the broker leads again and a
-// pod ADD succeeded after it (on the node, when the fault hit one).
-func (f *faultSchedule) recovery(ctx context.Context, lifted time.Time, n *cluster.Node) (time.Duration, bool) {
+// recovery is the time from lifted until the process hit serves again
+// (ready) and a pod ADD succeeded after that (on the node, when the fault
+// hit one).
+func (f *faultSchedule) recovery(ctx context.Context, lifted, ready time.Time, n *cluster.Node) (time.Duration, bool) {
 	deadline := lifted.Add(recoverBound)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		f.mu.Lock()
 		var at time.Time
 		for node, t := range f.lastAdd {
-			if (n == nil || node == n) && t.After(lifted) && (at.IsZero() || t.Before(at)) {
+			if (n == nil || node == n) && t.After(ready) && (at.IsZero() || t.Before(at)) {
 				at = t
 			}
 		}

@@ -40,6 +40,9 @@ func TestSoak(t *testing.T) {
 	cfg := Config{
 		Duration: *durationFlag,
 		Seed:     time.Now().UnixNano(),
+		// Every kind of fault must fit in a minute even on a loaded
+		// machine (make test runs packages side by side).
+		FaultEvery: 2 * time.Second,
 		Cluster: cluster.Config{
 			Binaries: bins, Stem: testStem, LogDir: *logsFlag,
 			Conflist: filepath.Join(filepath.Dir(file), "..", "cni", "10-allot.conflist"),

@@ -33,8 +33,8 @@ const faultWindow = 3 * time.Second
 // from a fault before it counts it unrecovered.
 const recoverBound = 60 * time.Second
 
-// mutating are the actions an EC2 fault picks from.
-var mutating = []string{"CreateNetworkInterface", "AttachNetworkInterface", "AssignPrivateIpAddresses",
+// faultActions are the actions an EC2 fault picks from: the ENI and address calls and the Describe the broker reconciles with.
+var faultActions = []string{"CreateNetworkInterface", "AttachNetworkInterface", "AssignPrivateIpAddresses",
 	"UnassignPrivateIpAddresses", "DetachNetworkInterface", "DeleteNetworkInterface", "DescribeNetworkInterfaces"}
 
 type faultSchedule struct {
@@ -133,7 +133,7 @@ func (f *faultSchedule) inject(ctx context.Context, kind string, n *cluster.Node
 		defer cancel()
 		return lifted, fmt.Sprintf("broker-1 frozen %v", faultWindow), c.Broker.WaitLeader(wctx)
 	case FaultEC2Errors, FaultEC2Latency:
-		action := mutating[f.rng.IntN(len(mutating))]
+		action := faultActions[f.rng.IntN(len(faultActions))]
 		fault := awssim.Fault{ErrorRate: 0.3 + 0.4*f.rng.Float64(), ErrorCode: "InternalError"}
 		if kind == FaultEC2Latency {
 			fault = awssim.Fault{Latency: simclock.Duration(time.Duration(5+f.rng.IntN(20)) * time.Second)}

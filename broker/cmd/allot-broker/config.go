@@ -121,17 +121,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight calls may run after SIGTERM")
 	logFlags := logfmt.Register(fs, "info")
 	buildinfo.Flag(fs)
-	fs.StringVar(&c.tlsCert, "tls-cert", "", "server certificate for gRPC (plaintext if empty)")
-	fs.StringVar(&c.tlsKey, "tls-key", "", "server key for gRPC")
-	fs.StringVar(&c.tlsClientCA, "tls-client-ca", "", "CA bundle that planners', operators' and per-node client certificates must chain to; "+
-		"their allot:// URI SAN names the role (docs/security.md)")
-	fs.StringVar(&c.identityCert, "identity-cert", "", "PEM certificate that verifies EC2 instance identity documents "+
-		"(AWS's public certificate for the region, \"signature\" form); turns node attestation on")
-	fs.StringVar(&c.attestAccount, "attest-account-id", "", "only instances of this AWS account may attest (default: any the broker's EC2 credentials can describe)")
-	vpcs := fs.String("attest-vpc-ids", "", "comma-separated VPCs attesting instances must be in (default: any)")
-	fs.DurationVar(&c.nodeTokenTTL, "node-token-ttl", 15*time.Minute, "lifetime of the token a node gets by attesting; agents attest again at half of it")
-	fs.BoolVar(&c.insecure, insecureFlag, false, "serve gRPC in plaintext to ANYONE who can reach --listen, "+
-		"letting them make this broker call EC2 for any instance; for throwaway tests only")
+	vpcs := c.securityFlags(fs)
 	fs.Usage = func() { usage(fs) }
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -148,23 +138,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if c.log, err = logFlags.Parse(); err != nil {
 		return c, err
 	}
-	switch {
-	case c.name == "":
-		return c, errors.New("--name is required (no hostname to default to)")
-	case c.bucketShare <= 0 || c.bucketShare > 1:
-		return c, fmt.Errorf("--bucket-share %g: want a fraction in (0, 1]", c.bucketShare)
-	case c.timeScale <= 0:
-		return c, fmt.Errorf("--time-scale %g: want a positive number", c.timeScale)
-	case c.gather <= 0 || c.gatherMax < c.gather:
-		return c, fmt.Errorf("--gather %v, --gather-max %v: want 0 < gather <= gather-max", c.gather, c.gatherMax)
-	case c.electionTTL < time.Second:
-		return c, fmt.Errorf("--election-ttl %s: want at least 1s", c.electionTTL)
-	case (c.tlsCert == "") != (c.tlsKey == ""):
-		return c, errors.New("--tls-cert and --tls-key go together")
-	case c.tlsClientCA != "" && c.tlsCert == "":
-		return c, errors.New("--tls-client-ca needs --tls-cert and --tls-key")
-	case len(c.etcdEndpoints) == 0 && (c.etcdCACert != "" || c.etcdCert != ""):
-		return c, errors.New("--etcd-cacert/--etcd-cert are for external etcd; set --etcd-endpoints")
+	if err := c.checkValues(); err != nil {
+		return c, err
 	}
 	if err := c.etcd.validate(c); err != nil {
 		return c, err
@@ -174,6 +149,46 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return c, err
 	}
 	return c, checkSecurity(c)
+}
+
+// securityFlags registers TLS, role and attestation flags; it returns the
+// raw VPC list, which parseFlags splits once the flags are parsed.
+func (c *config) securityFlags(fs *flag.FlagSet) *string {
+	fs.StringVar(&c.tlsCert, "tls-cert", "", "server certificate for gRPC (plaintext if empty)")
+	fs.StringVar(&c.tlsKey, "tls-key", "", "server key for gRPC")
+	fs.StringVar(&c.tlsClientCA, "tls-client-ca", "", "CA bundle that planners', operators' and per-node client certificates must chain to; "+
+		"their allot:// URI SAN names the role (docs/security.md)")
+	fs.StringVar(&c.identityCert, "identity-cert", "", "PEM certificate that verifies EC2 instance identity documents "+
+		"(AWS's public certificate for the region, \"signature\" form); turns node attestation on")
+	fs.StringVar(&c.attestAccount, "attest-account-id", "", "only instances of this AWS account may attest (default: any the broker's EC2 credentials can describe)")
+	vpcs := fs.String("attest-vpc-ids", "", "comma-separated VPCs attesting instances must be in (default: any)")
+	fs.DurationVar(&c.nodeTokenTTL, "node-token-ttl", 15*time.Minute, "lifetime of the token a node gets by attesting; agents attest again at half of it")
+	fs.BoolVar(&c.insecure, insecureFlag, false, "serve gRPC in plaintext to ANYONE who can reach --listen, "+
+		"letting them make this broker call EC2 for any instance; for throwaway tests only")
+	return vpcs
+}
+
+// checkValues refuses flag values that cannot work together.
+func (c config) checkValues() error {
+	switch {
+	case c.name == "":
+		return errors.New("--name is required (no hostname to default to)")
+	case c.bucketShare <= 0 || c.bucketShare > 1:
+		return fmt.Errorf("--bucket-share %g: want a fraction in (0, 1]", c.bucketShare)
+	case c.timeScale <= 0:
+		return fmt.Errorf("--time-scale %g: want a positive number", c.timeScale)
+	case c.gather <= 0 || c.gatherMax < c.gather:
+		return fmt.Errorf("--gather %v, --gather-max %v: want 0 < gather <= gather-max", c.gather, c.gatherMax)
+	case c.electionTTL < time.Second:
+		return fmt.Errorf("--election-ttl %s: want at least 1s", c.electionTTL)
+	case (c.tlsCert == "") != (c.tlsKey == ""):
+		return errors.New("--tls-cert and --tls-key go together")
+	case c.tlsClientCA != "" && c.tlsCert == "":
+		return errors.New("--tls-client-ca needs --tls-cert and --tls-key")
+	case len(c.etcdEndpoints) == 0 && (c.etcdCACert != "" || c.etcdCert != ""):
+		return errors.New("--etcd-cacert/--etcd-cert are for external etcd; set --etcd-endpoints")
+	}
+	return nil
 }
 
 // checkSecurity refuses to serve without TLS and a way to authenticate,

@@ -107,12 +107,16 @@ type SubnetInfo struct {
 // that does not exist fails the call with InvalidSubnetID.NotFound, which for
 // configured subnets is the error the operator needs to see.
 func (c *Client) DescribeSubnets(ctx context.Context, ids []string) ([]SubnetInfo, error) {
+	return c.describeSubnetPages(ctx, &ec2.DescribeSubnetsInput{SubnetIds: ids})
+}
+
+// describeSubnetPages runs one DescribeSubnets query through every page.
+func (c *Client) describeSubnetPages(ctx context.Context, in *ec2.DescribeSubnetsInput) ([]SubnetInfo, error) {
 	var out []SubnetInfo
-	var token *string
 	for {
-		req := &ec2.DescribeSubnetsInput{SubnetIds: ids, NextToken: token}
+		req := *in
 		page, err := call(ctx, c, "DescribeSubnets", true, func(ctx context.Context) (*ec2.DescribeSubnetsOutput, error) {
-			return c.ec2.DescribeSubnets(ctx, req)
+			return c.ec2.DescribeSubnets(ctx, &req)
 		})
 		if err != nil {
 			return nil, err
@@ -120,7 +124,7 @@ func (c *Client) DescribeSubnets(ctx context.Context, ids []string) ([]SubnetInf
 		for _, s := range page.Subnets {
 			out = append(out, subnetInfo(s))
 		}
-		if token = page.NextToken; aws.ToString(token) == "" {
+		if in.NextToken = page.NextToken; aws.ToString(in.NextToken) == "" {
 			return out, nil
 		}
 	}

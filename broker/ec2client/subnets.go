@@ -35,24 +35,12 @@ func (c *Client) FindSubnets(ctx context.Context, f SubnetFilter) ([]SubnetInfo,
 			filters = append(filters, types.Filter{Name: aws.String("tag-key"), Values: []string{k}})
 		}
 	}
-	var out []SubnetInfo
-	var token *string
-	for {
-		req := &ec2.DescribeSubnetsInput{Filters: filters, NextToken: token}
-		page, err := call(ctx, c, "DescribeSubnets", true, func(ctx context.Context) (*ec2.DescribeSubnetsOutput, error) {
-			return c.ec2.DescribeSubnets(ctx, req)
-		})
-		if err != nil {
-			return nil, err
-		}
-		for _, s := range page.Subnets {
-			out = append(out, subnetInfo(s))
-		}
-		if token = page.NextToken; aws.ToString(token) == "" {
-			sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-			return out, nil
-		}
+	out, err := c.describeSubnetPages(ctx, &ec2.DescribeSubnetsInput{Filters: filters})
+	if err != nil {
+		return nil, err
 	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
 }
 
 func subnetInfo(s types.Subnet) SubnetInfo {

@@ -3,11 +3,11 @@ package awssim_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"testing"
 
 	"github.com/allotnet/allot/awssim"
 	"github.com/allotnet/allot/awssim/scenario"
+	"github.com/allotnet/allot/internal/freeport"
 )
 
 // TestIMDSPortBasePinsPortsInLaunchOrder: with IMDSPortBase the n-th
@@ -41,10 +41,9 @@ func TestIMDSPortBasePinsPortsInLaunchOrder(t *testing.T) {
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeport.Port()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return p
 }

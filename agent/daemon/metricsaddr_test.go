@@ -2,24 +2,23 @@ package daemon
 
 import (
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/allotnet/allot/agent/hostnet/hostnettest"
+	"github.com/allotnet/allot/internal/freeport"
 )
 
 // freeAddr returns a loopback address nothing listens on right now.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	a, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return a
 }
 
 // The metrics address serves /metrics and /healthz for a scraper elsewhere

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/url"
 	"strings"
 	"sync"
@@ -21,6 +20,8 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+
+	"github.com/allotnet/allot/internal/freeport"
 )
 
 // Config says where the embedded etcd keeps its data and listens, and which
@@ -238,12 +239,8 @@ func urlOrFree(s string) (*url.URL, error) {
 		}
 		return u, nil
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr()
 	if err != nil {
-		return nil, err
-	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
 		return nil, err
 	}
 	return &url.URL{Scheme: "http", Host: addr}, nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/allotnet/allot/agent/daemon"
 	"github.com/allotnet/allot/agent/introspect"
+	"github.com/allotnet/allot/internal/freeport"
 )
 
 // agentHeartbeat is how often agents tell the broker they live; the broker
@@ -47,11 +48,11 @@ func newAgent(bins Binaries, r *run, p agentParams) (*Agent, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	introAddr, err := freeLocalAddr()
+	introAddr, err := freeport.Addr()
 	if err != nil {
 		return nil, err
 	}
-	metricsAddr, err := freeLocalAddr()
+	metricsAddr, err := freeport.Addr()
 	if err != nil {
 		return nil, err
 	}

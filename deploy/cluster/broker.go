@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"path/filepath"
 	"strconv"
 	"syscall"
@@ -12,6 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/allotnet/allot/internal/freeport"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 
@@ -39,12 +39,12 @@ const brokerElectionTTL = 3 * time.Second
 const brokerNodeTTL = 5 * time.Second
 
 func newBroker(bins Binaries, r *run, cluster, ec2Endpoint string, timeScale float64, certs *pki, env []string) (*Broker, error) {
-	addr, err := freeLocalAddr()
+	addr, err := freeport.Addr()
 	if err != nil {
 		return nil, err
 	}
 	dir := filepath.Join(r.dir, "broker")
-	metricsAddr, err := freeLocalAddr()
+	metricsAddr, err := freeport.Addr()
 	if err != nil {
 		return nil, err
 	}
@@ -129,14 +129,4 @@ func (b *Broker) LogTail(n int) string { return b.proc.logTail(n) }
 func (b *Broker) close() error {
 	err := b.Stop()
 	return errors.Join(err, b.conn.Close())
-}
-
-// freeLocalAddr returns a 127.0.0.1 address with a port free right now.
-func freeLocalAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }

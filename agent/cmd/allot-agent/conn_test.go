@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
@@ -10,6 +9,7 @@ import (
 	"github.com/allotnet/allot/awssim/scenario"
 	"github.com/allotnet/allot/broker/brokerd"
 	"github.com/allotnet/allot/broker/etcdembed/etcdembedtest"
+	"github.com/allotnet/allot/internal/freeport"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 
@@ -31,12 +31,10 @@ func TestDialBrokerFallsBackToAnswering(t *testing.T) {
 	live := startBroker(t, sim)
 
 	// A port nobody listens on.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	dead, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	dead := l.Addr().String()
-	l.Close()
 
 	conn, err := dialBroker(config{brokers: []string{dead, live.Addr()}})
 	if err != nil {

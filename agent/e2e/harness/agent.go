@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,6 +20,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/allotnet/allot/agent/checkpoint"
+	"github.com/allotnet/allot/internal/freeport"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 
@@ -340,15 +340,14 @@ func (a *Agent) Get(ctx context.Context, path string) ([]byte, error) {
 	return b, nil
 }
 
-// freeLocalAddr returns a 127.0.0.1 port free right now.
+// freeLocalAddr returns a 127.0.0.1 address free right now.
 func freeLocalAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	a, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return a
 }
 
 // ErrNoAgent is returned when the agent binary could not be built.

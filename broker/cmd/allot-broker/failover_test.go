@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -17,17 +16,17 @@ import (
 	"github.com/allotnet/allot/broker/ec2client"
 	"github.com/allotnet/allot/broker/executor"
 	"github.com/allotnet/allot/broker/splitguard"
+	"github.com/allotnet/allot/internal/freeport"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 
 func freePort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	a, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return a
 }
 
 // haSet is three allot-broker processes whose embedded etcd members form

@@ -63,9 +63,15 @@ type env struct {
 // scenario's instances launch, then binds the plane to the world.
 func startEnv(t *testing.T) *env {
 	t.Helper()
+	return startEnvWith(t, vpcScenario())
+}
+
+// startEnvWith is startEnv on another scenario.
+func startEnvWith(t *testing.T, sc scenario.Scenario) *env {
+	t.Helper()
 	p := newPlane(t)
 	sim, err := awssim.Start(context.Background(), awssim.Config{
-		Scenario: vpcScenario(), Hooks: p.Hooks(), TimeScale: 1000, Seed: 7, AdminAddr: "off",
+		Scenario: sc, Hooks: p.Hooks(), TimeScale: 1000, Seed: 7, AdminAddr: "off",
 	})
 	if err != nil {
 		t.Fatalf("start awssim: %v", err)

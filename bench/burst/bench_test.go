@@ -71,6 +71,9 @@ func runChild(role string, args []string) int {
 // the broker planned, and never fewer than the planner's minimum.
 func checkCorrect(t *testing.T, r Result) {
 	t.Helper()
+	if r.Status != StatusOK {
+		t.Errorf("%s: status %s: %s", r.Variant, r.Status, r.Error)
+	}
 	if r.Placed != r.Pods {
 		t.Errorf("%s: %d of %d pods placed", r.Variant, r.Placed, r.Pods)
 	}
@@ -164,5 +167,42 @@ func TestChildProcesses(t *testing.T) {
 	checkCorrect(t, r)
 	if r.BrokerCPUTotal <= 0 || r.BrokerPeakRSS <= 0 {
 		t.Errorf("broker child's CPU %.3fs and peak RSS %d not measured", r.BrokerCPUTotal, r.BrokerPeakRSS)
+	}
+}
+
+// TestFailedVariantIsReported runs two variants of which the first cannot
+// run (prefixes on a Xen instance type): it must be reported failed with
+// its error, as soon as it ends, and the second must still run and be
+// reported too.
+func TestFailedVariantIsReported(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var streamed []Result
+	rep, err := Run(ctx, Config{
+		Nodes: 2, PodsPerNode: 3, InstanceType: "m4.large", TimeScale: 20, Seed: 5,
+		Modes: []daemon.Mode{daemon.ModePrefix, daemon.ModeSecondaryIP}, Shares: []float64{1},
+		Deadline: 30 * time.Minute,
+		OnResult: func(r Result) { streamed = append(streamed, r) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Results) != 2 || len(streamed) != 2 {
+		t.Fatalf("%d results, %d streamed; want 2 and 2", len(rep.Results), len(streamed))
+	}
+	failed, ok := rep.Results[0], rep.Results[1]
+	if failed.Status != StatusFailed || !strings.Contains(failed.Error, "prefixes") {
+		t.Errorf("prefix variant on m4.large: status %q, error %q; want failed for want of prefixes", failed.Status, failed.Error)
+	}
+	checkCorrect(t, ok)
+	if rep.Failed() != 1 {
+		t.Errorf("Failed() = %d, want 1", rep.Failed())
+	}
+	var b strings.Builder
+	if err := failed.WriteLine(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "failed") || !strings.Contains(b.String(), `"status":"failed"`) {
+		t.Errorf("result line for the failed variant:\n%s", b.String())
 	}
 }

@@ -116,8 +116,63 @@ type Config struct {
 	// none).
 	Progress io.Writer
 	// Seed makes awssim's IDs and addresses reproducible.
-	Seed   int64
-	Logger *slog.Logger
+	Seed int64
+	// NodeCounts, TimeScales and Seeds make a sweep: every variant is run
+	// at every combination (Points). Empty means Nodes, TimeScale and Seed
+	// alone.
+	NodeCounts []int
+	TimeScales []float64
+	Seeds      []int64
+	// OnResult, if set, receives each variant's result as soon as it is
+	// known, failed or not.
+	OnResult func(Result)
+	Logger   *slog.Logger
+}
+
+// Point is one variant at one size, time scale and seed.
+type Point struct {
+	Variant Variant
+	// Config is the run's, with Nodes, TimeScale (the variant's own, never
+	// zero) and Seed set for this point.
+	Config Config
+}
+
+// Points lists every burst of the run in order: for each node count, time
+// scale and seed, the variants (Variants).
+func (c Config) Points() []Point {
+	nodes, scales, seeds := c.NodeCounts, c.TimeScales, c.Seeds
+	if len(nodes) == 0 {
+		nodes = []int{c.Nodes}
+	}
+	if len(scales) == 0 {
+		scales = []float64{c.TimeScale}
+	}
+	if len(seeds) == 0 {
+		seeds = []int64{c.Seed}
+	}
+	var out []Point
+	for _, n := range nodes {
+		for _, sc := range scales {
+			for _, seed := range seeds {
+				for _, v := range c.Variants() {
+					pc := c
+					pc.Nodes, pc.Seed, pc.TimeScale = n, seed, sc
+					pc.TimeScale = pc.ScaleFor(v.Mode)
+					out = append(out, Point{Variant: v, Config: pc})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// emptyResult is a variant's result before anything is measured.
+func (c Config) emptyResult(v Variant) Result {
+	return Result{
+		Variant: v.Name(), System: v.System, Mode: string(v.Mode), Share: v.Share,
+		Nodes: c.Nodes, PodsPerNode: c.PodsPerNode, Pods: c.Nodes * c.PodsPerNode,
+		TimeScale: c.TimeScale, Seed: c.Seed, HotPathBrokerCalls: -1,
+	}
 }
 
 // Defaults of the full-size run.
@@ -196,6 +251,16 @@ func (c Config) Validate() error {
 		return errors.New("subnets must be at least 1")
 	case c.JoinBatch < 1:
 		return errors.New("join batch must be at least 1")
+	}
+	for _, n := range c.NodeCounts {
+		if n < 1 {
+			return fmt.Errorf("node count %d: must be at least 1", n)
+		}
+	}
+	for _, s := range c.TimeScales {
+		if !(s > 0) {
+			return fmt.Errorf("time scale %g: must be positive", s)
+		}
 	}
 	for _, m := range c.Modes {
 		if m != daemon.ModeSecondaryIP && m != daemon.ModePrefix {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
 
@@ -22,10 +23,13 @@ type ipamdFleet struct {
 	limits pool.Limits
 	hc     *http.Client
 
-	nodes  []*ipamd.Node
-	runCtx context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	nodes []*ipamd.Node
+	// restarts counts nodeInit failures that made a node's ipamd exit and
+	// be restarted after kubelet's CrashLoopBackOff.
+	restarts atomic.Int64
+	runCtx   context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
 }
 
 // newIPAMDFleet returns an empty baseline fleet; join adds nodes to it.
@@ -44,8 +48,9 @@ func newIPAMDFleet(ctx context.Context, cfg Config, mode daemon.Mode, ec2URL str
 		runCtx: runCtx, cancel: cancel}, nil
 }
 
-// join starts an ipamd per instance: nodeInit now, the pool manager in the
-// background.
+// join starts an ipamd per instance: nodeInit now (restarted with
+// kubelet's back-off while it fails, as aws-node is), the pool manager in
+// the background.
 func (f *ipamdFleet) join(ctx context.Context, insts []awssim.AdminInstance) error {
 	nodes := make([]*ipamd.Node, len(insts))
 	g, gctx := errgroup.WithContext(ctx)
@@ -70,8 +75,11 @@ func (f *ipamdFleet) join(ctx context.Context, insts []awssim.AdminInstance) err
 			if err != nil {
 				return err
 			}
-			if err := n.Start(gctx); err != nil {
-				return err
+			if _, err := n.StartSupervised(gctx, func(err error) {
+				f.restarts.Add(1)
+				f.cfg.Logger.Warn("ipamd nodeInit failed; restarting after back-off", "instance", inst.ID, "err", err)
+			}); err != nil {
+				return fmt.Errorf("ipamd %s: %w", inst.ID, err)
 			}
 			nodes[i] = n
 			return nil

@@ -47,6 +47,11 @@ type Result struct {
 	Pods        int     `json:"pods"`
 	Placed      int     `json:"placed"`
 	TimeScale   float64 `json:"time_scale"`
+	Seed        int64   `json:"seed"`
+	// Status is StatusOK, StatusFailed or StatusNotRun; Error says why a
+	// variant failed or was not run.
+	Status string `json:"status"`
+	Error  string `json:"error,omitempty"`
 
 	// CompletionSim is when the last pod got its address, from the moment
 	// every pod was requested; CompletionWall is the same on the wall.
@@ -68,6 +73,10 @@ type Result struct {
 	// BaselineErrors counts the ipamd models' failed pool actions by where
 	// they failed (an ENI allocation, an assign, a subnet describe).
 	BaselineErrors map[string]int `json:"baseline_errors,omitempty"`
+	// BaselineRestarts counts the ipamd models' failed nodeInits, each
+	// followed by a restart after kubelet's CrashLoopBackOff (join and
+	// warm-up included: that is when nodeInit runs).
+	BaselineRestarts int64 `json:"baseline_restarts,omitempty"`
 
 	// Throttled is RequestLimitExceeded answers during the burst; Calls
 	// are awssim's request counts by action (throttled ones included),
@@ -203,6 +212,8 @@ func (r Report) WriteTable(w io.Writer) error {
 		fmt.Fprintln(tw)
 	}
 	row("variant", func(x Result) string { return x.Variant })
+	row("status", func(x Result) string { return x.Status })
+	row("nodes / seed", func(x Result) string { return fmt.Sprintf("%d / %d", x.Nodes, x.Seed) })
 	row("pods placed", func(x Result) string { return fmt.Sprintf("%d/%d", x.Placed, x.Pods) })
 	row("time scale", func(x Result) string { return fmt.Sprintf("%g", x.TimeScale) })
 	more := func(x Result) string {
@@ -275,12 +286,21 @@ func (r Report) WriteTable(w io.Writer) error {
 	})
 	row("nodes CPU s (burst)", func(x Result) string { return fmt.Sprintf("%.1f", x.NodesCPU) })
 	row("per-node peak RSS (est.)", func(x Result) string { return mib(x.AgentPeakRSS) })
+	row("ipamd restarts (CrashLoopBackOff)", func(x Result) string {
+		if x.System != SystemIPAMD {
+			return "-"
+		}
+		return fmt.Sprint(x.BaselineRestarts)
+	})
 	row("nodes not warm after", func(x Result) string { return fmt.Sprint(x.WarmShortAfter) })
 	row("problems", func(x Result) string { return fmt.Sprint(len(x.Problems)) })
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	for _, x := range r.Results {
+		if x.Error != "" {
+			fmt.Fprintf(w, "%s %s: %s\n", x.Variant, strings.ToUpper(x.Status), x.Error)
+		}
 		if len(x.EtcdWritesByMethod) > 0 {
 			keys := slices.Sorted(maps.Keys(x.EtcdWritesByMethod))
 			var parts []string
@@ -303,6 +323,46 @@ func (r Report) WriteTable(w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// ResultHeader is the header of the one-line results WriteLine prints.
+const ResultHeader = "# result: variant nodes seed scale status placed completion_s bound_s ratio p99_s RequestLimitExceeded"
+
+// WriteLine prints the result as one line under ResultHeader, then the
+// result alone as one JSON line ({"result": …}), so a run that dies later
+// still leaves this variant's figures on stdout.
+func (x Result) WriteLine(w io.Writer) error {
+	ratio := "-"
+	if x.LowerBoundSim > 0 {
+		ratio = fmt.Sprintf("%.3f", x.Ratio)
+		if !x.Complete {
+			ratio = ">" + ratio
+		}
+	}
+	line := fmt.Sprintf("result: %s %d %d %g %s %d/%d %.1f %.1f %s %.1f %d",
+		x.Variant, x.Nodes, x.Seed, x.TimeScale, x.Status, x.Placed, x.Pods, x.CompletionSim, x.LowerBoundSim, ratio, x.TTA.P99, x.Throttled)
+	if x.Error != "" {
+		line += " error: " + x.Error
+	}
+	b, err := json.Marshal(struct {
+		Result Result `json:"result"`
+	}{x})
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n%s\n", line, b)
+	return err
+}
+
+// Failed counts the results that are not StatusOK.
+func (r Report) Failed() int {
+	n := 0
+	for _, x := range r.Results {
+		if x.Status != StatusOK {
+			n++
+		}
+	}
+	return n
 }
 
 // WriteJSON writes the report as one line.

@@ -43,11 +43,7 @@ func subnetsFor(cfg Config) int {
 // runVariant runs one burst against a fresh awssim (and, for allot, a fresh
 // broker), and tears everything down.
 func runVariant(ctx context.Context, cfg Config, v Variant, work string) (res Result, err error) {
-	res = Result{
-		Variant: v.Name(), System: v.System, Mode: string(v.Mode), Share: v.Share,
-		Nodes: cfg.Nodes, PodsPerNode: cfg.PodsPerNode, Pods: cfg.Nodes * cfg.PodsPerNode,
-		TimeScale: cfg.TimeScale, HotPathBrokerCalls: -1,
-	}
+	res = cfg.emptyResult(v)
 	progress := func(format string, args ...any) {
 		if cfg.Progress != nil {
 			fmt.Fprintf(cfg.Progress, "[%s] "+format+"\n", append([]any{v.Name()}, args...)...)
@@ -261,6 +257,7 @@ func runVariant(ctx context.Context, cfg Config, v Variant, work string) (res Re
 		}
 	case ipf != nil:
 		res.BaselineErrors = ipf.errors()
+		res.BaselineRestarts = ipf.restarts.Load()
 	}
 	progress("done: %d/%d placed, completion %.1fs simulated (%.2f x bound), %d throttled",
 		res.Placed, res.Pods, res.CompletionSim, res.Ratio, res.Throttled)

@@ -42,6 +42,16 @@ func newDatastore() *datastore {
 	}
 }
 
+// reset empties the datastore, as a restarted process finds it.
+func (d *datastore) reset() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.enis = nil
+	d.assigned = map[netip.Addr]cniserver.Attachment{}
+	d.byKey = map[cniserver.Attachment]netip.Addr{}
+	d.owner = map[netip.Addr]string{}
+}
+
 // stats are the datastore's counts as isDatastorePoolTooLow reads them.
 type stats struct {
 	enis, total, assigned  int

@@ -120,6 +120,9 @@ func New(cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{}
+	}
 	im, err := identity.NewClient(cfg.IMDSEndpoint)
 	if err != nil {
 		return nil, err
@@ -176,8 +179,11 @@ func (n *Node) sleep(ctx context.Context, sim time.Duration) error {
 
 // Start is nodeInit: the node's identity from IMDS, one DescribeNetworkInterfaces
 // of its attached ENIs (DescribeAllENIs), and the primary ENI in the
-// datastore. The pool is filled by Run.
+// datastore. The pool is filled by Run. A failed Start is a failed
+// nodeInit: the real ipamd exits, and StartSupervised restarts it.
 func (n *Node) Start(ctx context.Context) error {
+	// A restarted ipamd rebuilds its datastore from nothing.
+	n.ds.reset()
 	id, err := identity.Fetch(ctx, n.imds)
 	if err != nil {
 		return fmt.Errorf("ipamd %s: identity: %w", n.cfg.InstanceID, err)

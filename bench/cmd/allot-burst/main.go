@@ -74,6 +74,14 @@ func run(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// Each variant's figures reach stdout as it finishes: a run that dies
+	// or is interrupted later keeps them.
+	fmt.Println(burst.ResultHeader)
+	cfg.OnResult = func(r burst.Result) {
+		if err := r.WriteLine(os.Stdout); err != nil {
+			fmt.Fprintf(os.Stderr, "allot-burst: %v\n", err)
+		}
+	}
 	rep, err := burst.Run(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "allot-burst: %v\n", err)
@@ -87,6 +95,10 @@ func run(args []string) int {
 	}
 	if err := rep.WriteJSON(os.Stdout); err != nil {
 		fmt.Fprintf(os.Stderr, "allot-burst: %v\n", err)
+		return 1
+	}
+	if n := rep.Failed(); n > 0 {
+		fmt.Fprintf(os.Stderr, "allot-burst: %d of %d variants did not run to the end (see status)\n", n, len(rep.Results))
 		return 1
 	}
 	return 0

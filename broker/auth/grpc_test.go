@@ -155,6 +155,7 @@ func startEnv(t *testing.T) *env {
 	allotv1.RegisterNodeServiceServer(gs, &watchNode{r: e.reached})
 	allotv1.RegisterBudgetServiceServer(gs, allotv1.UnimplementedBudgetServiceServer{})
 	allotv1.RegisterAdminServiceServer(gs, allotv1.UnimplementedAdminServiceServer{})
+	allotv1.RegisterPodNetworkServiceServer(gs, allotv1.UnimplementedPodNetworkServiceServer{})
 	healthpb.RegisterHealthServer(gs, health.NewServer())
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -225,6 +226,7 @@ func call(conn *grpc.ClientConn, method, id string) codes.Code {
 	node := allotv1.NewNodeServiceClient(conn)
 	budget := allotv1.NewBudgetServiceClient(conn)
 	admin := allotv1.NewAdminServiceClient(conn)
+	podnet := allotv1.NewPodNetworkServiceClient(conn)
 	var err error
 	switch method {
 	case "Register":
@@ -248,6 +250,13 @@ func call(conn *grpc.ClientConn, method, id string) codes.Code {
 		_, err = budget.SetSubnetBudget(ctx, &allotv1.SetSubnetBudgetRequest{SubnetId: "subnet-0a000001", Cap: 1})
 	case "ListNodes":
 		_, err = admin.ListNodes(ctx, &allotv1.ListNodesRequest{})
+	case "SetPodNetwork":
+		_, err = podnet.SetPodNetwork(ctx, &allotv1.SetPodNetworkRequest{Network: &allotv1.PodNetwork{
+			Name: "pods-a", SubnetIds: []string{"subnet-0a000001"}}})
+	case "DeletePodNetwork":
+		_, err = podnet.DeletePodNetwork(ctx, &allotv1.DeletePodNetworkRequest{Name: "pods-a"})
+	case "ListPodNetworks":
+		_, err = podnet.ListPodNetworks(ctx, &allotv1.ListPodNetworksRequest{})
 	case "Health":
 		_, err = healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
 	default:
@@ -284,6 +293,9 @@ func TestWhoMayCallWhat(t *testing.T) {
 		{"anonymous", anon, "ListSubnetBudgets", "", codes.Unauthenticated},
 		{"anonymous", anon, "WatchNode", instA, codes.Unauthenticated},
 		{"anonymous", anon, "Health", "", codes.OK},
+		{"anonymous", anon, "SetPodNetwork", "", codes.Unauthenticated},
+		{"anonymous", anon, "ListPodNetworks", "", codes.Unauthenticated},
+		{"bogus token", bogus, "SetPodNetwork", "", codes.Unauthenticated},
 		{"bogus token", bogus, "Register", instA, codes.Unauthenticated},
 		{"bogus token", bogus, "ListNodes", "", codes.Unauthenticated},
 
@@ -299,6 +311,10 @@ func TestWhoMayCallWhat(t *testing.T) {
 		{"node A", nodeA, "SetSubnetBudget", "", codes.PermissionDenied},
 		{"node A", nodeA, "ListSubnetBudgets", "", codes.PermissionDenied},
 		{"node A", nodeA, "ListNodes", "", codes.PermissionDenied},
+		{"node A", nodeA, "SetPodNetwork", "", codes.PermissionDenied},
+		{"node A", nodeA, "DeletePodNetwork", "", codes.PermissionDenied},
+		{"node A", nodeA, "ListPodNetworks", "", codes.PermissionDenied},
+		{"node B by certificate", nodeCertB, "SetPodNetwork", "", codes.PermissionDenied},
 
 		{"node B by certificate", nodeCertB, "SetDemand", instB, ok},
 		{"node B by certificate", nodeCertB, "SetDemand", instA, codes.PermissionDenied},
@@ -307,12 +323,18 @@ func TestWhoMayCallWhat(t *testing.T) {
 		{"planner", planner, "SetSubnetBudget", "", codes.PermissionDenied},
 		{"planner", planner, "SetDemand", instA, codes.PermissionDenied},
 		{"planner", planner, "ListNodes", "", codes.PermissionDenied},
+		{"planner", planner, "ListPodNetworks", "", ok},
+		{"planner", planner, "SetPodNetwork", "", codes.PermissionDenied},
+		{"planner", planner, "DeletePodNetwork", "", codes.PermissionDenied},
 		{"CN planner, no role", cnPlanner, "ListSubnetBudgets", "", codes.PermissionDenied},
 		{"CN planner, no role", cnPlanner, "SetSubnetBudget", "", codes.PermissionDenied},
 
 		{"admin", admin, "SetSubnetBudget", "", ok},
 		{"admin", admin, "ListNodes", "", ok},
 		{"admin", admin, "ListSubnetBudgets", "", ok},
+		{"admin", admin, "SetPodNetwork", "", ok},
+		{"admin", admin, "DeletePodNetwork", "", ok},
+		{"admin", admin, "ListPodNetworks", "", ok},
 		{"admin", admin, "SetDemand", instA, codes.PermissionDenied},
 	} {
 		before := e.reached.total()

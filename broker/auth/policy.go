@@ -55,6 +55,11 @@ var methods = map[string]access{
 	allotv1.AdminService_GetStatus_FullMethodName: adminAccess,
 	allotv1.AdminService_Check_FullMethodName:     adminAccess,
 
+	allotv1.PodNetworkService_ListPodNetworks_FullMethodName:  readerAccess,
+	allotv1.PodNetworkService_GetPodNetwork_FullMethodName:    readerAccess,
+	allotv1.PodNetworkService_SetPodNetwork_FullMethodName:    adminAccess,
+	allotv1.PodNetworkService_DeletePodNetwork_FullMethodName: adminAccess,
+
 	"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo":      anyRoleAccess,
 	"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo": anyRoleAccess,
 }

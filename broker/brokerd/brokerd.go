@@ -128,6 +128,7 @@ func (b *Broker) buildServer(cli *clientv3.Client) error {
 		Store: b.st, Leader: b.el, Checker: b.checker(), Logger: b.log, NodeTTL: cfg.NodeTTL, Coalesce: cfg.Coalesce,
 		Instances:          b.view,
 		InstanceTypes:      b.ec2,
+		Subnets:            b.ec2,
 		ServerOptions:      cfg.GRPC.Options,
 		UnaryInterceptors:  unary,
 		StreamInterceptors: stream,

@@ -194,6 +194,8 @@ type InstanceInfo struct {
 	PrimaryENI     string
 	PrimaryIP      string
 	SecurityGroups []string
+	// Tags are the instance's tags.
+	Tags map[string]string
 }
 
 // DescribeInstances returns the given instances (all for no IDs). As with
@@ -243,6 +245,12 @@ func instanceInfo(owner string, i types.Instance) InstanceInfo {
 		SubnetID: aws.ToString(i.SubnetId),
 		VPCID:    aws.ToString(i.VpcId),
 		OwnerID:  owner,
+	}
+	for _, t := range i.Tags {
+		if info.Tags == nil {
+			info.Tags = map[string]string{}
+		}
+		info.Tags[aws.ToString(t.Key)] = aws.ToString(t.Value)
 	}
 	if i.State != nil {
 		info.State = string(i.State.Name)

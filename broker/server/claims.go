@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/allotnet/allot/broker/ec2client"
@@ -56,6 +57,7 @@ func checkClaims(ctx context.Context, facts InstanceFacts, n *store.Node) error 
 	}
 	n.InstanceType, n.AvailabilityZone, n.VPCID, n.SubnetID = in.Type, in.AZ, in.VPCID, in.SubnetID
 	n.PrimaryENIID, n.PrimaryIP, n.SecurityGroups = in.PrimaryENI, in.PrimaryIP, slices.Clone(in.SecurityGroups)
+	n.Tags = maps.Clone(in.Tags)
 	return nil
 }
 

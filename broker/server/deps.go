@@ -70,6 +70,7 @@ type Store interface {
 	NodeStore
 	BudgetStore
 	AdminStore
+	PodNetworkStore
 }
 
 var (

@@ -30,6 +30,9 @@ type Config struct {
 	Checker Checker      // for Check; nil answers Unimplemented
 	// InstanceTypes answers GetMaxPods; nil answers Unimplemented.
 	InstanceTypes InstanceTypes
+	// Subnets checks the subnets of a pod network before SetPodNetwork
+	// stores it; nil answers SetPodNetwork with Unimplemented.
+	Subnets Subnets
 	// Instances, if set, is EC2's word on each node's instance: Register
 	// refuses claims that disagree with it and records EC2's values.
 	Instances InstanceFacts
@@ -72,6 +75,7 @@ var serviceNames = []string{
 	allotv1.NodeService_ServiceDesc.ServiceName,
 	allotv1.BudgetService_ServiceDesc.ServiceName,
 	allotv1.AdminService_ServiceDesc.ServiceName,
+	allotv1.PodNetworkService_ServiceDesc.ServiceName,
 }
 
 // New builds the server and starts its background loops (watch fan-out,
@@ -108,6 +112,7 @@ func New(cfg Config) (*Server, error) {
 	})
 	allotv1.RegisterBudgetServiceServer(gs, &budgetService{st: cfg.Store, hub: h, log: log, types: cfg.InstanceTypes})
 	allotv1.RegisterAdminServiceServer(gs, &adminService{st: cfg.Store, leader: cfg.Leader, checker: cfg.Checker})
+	allotv1.RegisterPodNetworkServiceServer(gs, &podNetworkService{st: cfg.Store, subnets: cfg.Subnets, log: log})
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)

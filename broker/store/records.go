@@ -72,6 +72,9 @@ type Node struct {
 	PrimaryENIID     string   `json:"primary_eni_id"`
 	PrimaryIP        string   `json:"primary_ip"`
 	SecurityGroups   []string `json:"security_groups"`
+	// Tags are the instance's tags as EC2 reported them at registration;
+	// pod network selectors match on them.
+	Tags map[string]string `json:"tags,omitempty"`
 	// Mode is "secondary-ip" or "prefix".
 	Mode string `json:"mode"`
 	// MaxENIs is the instance type's limit, capped by the agent's setting.

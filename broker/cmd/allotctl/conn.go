@@ -18,6 +18,7 @@ type client struct {
 	conn   *grpc.ClientConn
 	budget allotv1.BudgetServiceClient
 	admin  allotv1.AdminServiceClient
+	podnet allotv1.PodNetworkServiceClient
 }
 
 func dial(o *options) (*client, error) {
@@ -33,6 +34,7 @@ func dial(o *options) (*client, error) {
 		conn:   conn,
 		budget: allotv1.NewBudgetServiceClient(conn),
 		admin:  allotv1.NewAdminServiceClient(conn),
+		podnet: allotv1.NewPodNetworkServiceClient(conn),
 	}, nil
 }
 

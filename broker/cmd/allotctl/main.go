@@ -1,10 +1,14 @@
 // Command allotctl is the operator's view of an allot broker: subnet
-// budgets, nodes, ENIs and cluster status, and setting a subnet budget.
+// budgets, pod networks, nodes, ENIs and cluster status, and setting a
+// subnet budget or a pod network.
 //
 //	allotctl [--broker host:port] budgets [--by subnet|az|cluster] [--watch] [-o json]
 //	allotctl max-pods --instance-type m5.large [--mode secondary-ip|prefix] [-o json]
 //	allotctl budget get <subnet-id> [-o json]
 //	allotctl budget set <subnet-id> --headroom N --cap N
+//	allotctl pod-networks list|get <name>|delete <name> [-o json]
+//	allotctl pod-networks set <name> [--az Z] [--node-group G] [--instance-tag k=v]...
+//	         [--subnets s1,s2] [--subnet-tag k[=v]]... [--security-groups g1,g2] [--expected-revision R]
 //	allotctl nodes [-o json]
 //	allotctl enis [--node i-...] [-o json]
 //	allotctl status [-o json]
@@ -72,6 +76,8 @@ var commands = map[string]command{
 	"max-pods": {summary: "kubelet's max-pods for --instance-type T --mode secondary-ip|prefix, from EC2",
 		run: cmdMaxPods, flags: maxPodsFlags},
 	"budget": {summary: "budget get <subnet-id> | budget set <subnet-id> --headroom N --cap N", run: cmdBudget, flags: budgetFlags},
+	"pod-networks": {summary: "list | get <name> | set <name> --subnets ... | delete <name>: where nodes' new ENIs go",
+		run: cmdPodNetworks, flags: podNetworkFlags},
 	"nodes":  {summary: "list registered nodes with their totals", run: cmdNodes},
 	"enis":   {summary: "list ENIs (--node i-... for one node)", run: cmdENIs, flags: eniFlags},
 	"status": {summary: "leader and cluster totals", run: cmdStatus},
@@ -166,7 +172,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 func usage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintln(w, "usage: allotctl [flags] <command> [args] [flags]")
 	fmt.Fprintln(w, "\ncommands:")
-	for _, n := range []string{"budgets", "budget", "nodes", "enis", "status", "check", "support-bundle"} {
+	for _, n := range []string{"budgets", "budget", "max-pods", "pod-networks", "nodes", "enis", "status", "check", "support-bundle"} {
 		fmt.Fprintf(w, "  %-14s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprintln(w, "\nflags:")

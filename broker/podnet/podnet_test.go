@@ -1,0 +1,98 @@
+package podnet
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/allotnet/allot/broker/store"
+	allotv1 "github.com/allotnet/allot/proto/allot/v1"
+)
+
+func node(az string, tags map[string]string) store.Node {
+	return store.Node{InstanceID: "i-01", AvailabilityZone: az, VPCID: "vpc-1", SubnetID: "subnet-node",
+		SecurityGroups: []string{"sg-node"}, Tags: tags}
+}
+
+func TestFor(t *testing.T) {
+	nets := []store.PodNetwork{
+		{Name: "all"},
+		{Name: "zone-a", Selector: store.NodeSelector{AvailabilityZone: "us-east-1a"}},
+		{Name: "b-zone-a", Selector: store.NodeSelector{AvailabilityZone: "us-east-1a"}},
+		{Name: "gpu-a", Selector: store.NodeSelector{AvailabilityZone: "us-east-1a", NodeGroup: "gpu"}},
+		{Name: "tagged", Selector: store.NodeSelector{InstanceTags: map[string]string{"team": "x", "tier": "web"}}},
+	}
+	for _, tc := range []struct {
+		name string
+		n    store.Node
+		want string
+	}{
+		{"zone only: two equally specific, the first name", node("us-east-1a", nil), "b-zone-a"},
+		{"other zone: the catch-all", node("us-east-1b", nil), "all"},
+		{"node group in zone beats zone", node("us-east-1a", map[string]string{allotv1.NodeGroupTag: "gpu"}), "gpu-a"},
+		{"node group elsewhere does not match", node("us-east-1b", map[string]string{allotv1.NodeGroupTag: "gpu"}), "all"},
+		{"two tags beat the zone", node("us-east-1a", map[string]string{"team": "x", "tier": "web"}), "tagged"},
+		{"one tag of two: no match", node("us-east-1b", map[string]string{"team": "x"}), "all"},
+		{"tag value must be exact", node("us-east-1b", map[string]string{"team": "x", "tier": "db"}), "all"},
+	} {
+		got, ok := For(nets, tc.n)
+		if !ok || got.Name != tc.want {
+			t.Errorf("%s: got %q (%v), want %q", tc.name, got.Name, ok, tc.want)
+		}
+		// Order of the input never changes the answer.
+		rev := slices.Clone(nets)
+		slices.Reverse(rev)
+		if got2, _ := For(rev, tc.n); got2.Name != got.Name {
+			t.Errorf("%s: reversed input chose %q, want %q", tc.name, got2.Name, got.Name)
+		}
+	}
+	if _, ok := For(nets[1:2], node("us-east-1b", nil)); ok {
+		t.Error("a zone selector matched a node of another zone")
+	}
+}
+
+func TestPlace(t *testing.T) {
+	subnets := map[string]store.Subnet{
+		"subnet-a1": {ID: "subnet-a1", AvailabilityZone: "us-east-1a", VPCID: "vpc-1"},
+		"subnet-a2": {ID: "subnet-a2", AvailabilityZone: "us-east-1a", VPCID: "vpc-1"},
+		"subnet-b1": {ID: "subnet-b1", AvailabilityZone: "us-east-1b", VPCID: "vpc-1"},
+		"subnet-x1": {ID: "subnet-x1", AvailabilityZone: "us-east-1a", VPCID: "vpc-2"},
+	}
+	n := node("us-east-1a", map[string]string{"pool": "p"})
+
+	// No network: the node's own subnet and groups.
+	p := Place(nil, n, subnets)
+	if p.Network != "" || !slices.Equal(p.Subnets, []string{"subnet-node"}) || !slices.Equal(p.SecurityGroups, []string{"sg-node"}) {
+		t.Errorf("default placement = %+v", p)
+	}
+
+	nets := []store.PodNetwork{{Name: "pods", Selector: store.NodeSelector{InstanceTags: map[string]string{"pool": "p"}},
+		SubnetIDs: []string{"subnet-b1", "subnet-a2", "subnet-x1", "subnet-gone"}, Discovered: []string{"subnet-a1"},
+		SecurityGroups: []string{"sg-pods"}}}
+	p = Place(nets, n, subnets)
+	if !slices.Equal(p.Subnets, []string{"subnet-a1", "subnet-a2"}) {
+		t.Errorf("subnets = %v, want the two in the node's zone and VPC", p.Subnets)
+	}
+	if !slices.Equal(p.SecurityGroups, []string{"sg-pods"}) {
+		t.Errorf("groups = %v", p.SecurityGroups)
+	}
+	refused := strings.Join(p.Refused, "|")
+	for _, w := range []string{"subnet-b1: in zone us-east-1b", "subnet-x1: in vpc-2", "subnet-gone: not yet recorded"} {
+		if !strings.Contains(refused, w) {
+			t.Errorf("refused %q lacks %q", refused, w)
+		}
+	}
+	if p.Problem() != "" {
+		t.Errorf("problem %q with usable subnets", p.Problem())
+	}
+
+	// Only a subnet of another zone: nothing usable, and the status says why.
+	nets[0].SubnetIDs, nets[0].Discovered, nets[0].SecurityGroups = []string{"subnet-b1"}, nil, nil
+	p = Place(nets, n, subnets)
+	if len(p.Subnets) != 0 || !strings.Contains(p.Problem(), "subnet-b1: in zone us-east-1b, the node is in us-east-1a") {
+		t.Errorf("placement %+v, problem %q", p, p.Problem())
+	}
+	if !slices.Equal(p.SecurityGroups, []string{"sg-node"}) {
+		t.Errorf("groups = %v, want the node's when the network names none", p.SecurityGroups)
+	}
+}

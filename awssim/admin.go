@@ -52,8 +52,17 @@ type AddInstancesRequest struct {
 type ThrottleState struct {
 	Disabled bool                     `json:"disabled"`
 	Buckets  map[string]throttle.Spec `json:"buckets"`
-	// Tokens is what each bucket holds now.
+	// Tokens is what each bucket holds now, per-API buckets in use
+	// included.
 	Tokens map[string]float64 `json:"tokens,omitempty"`
+	// Semantics is how buckets are keyed and refilled; a PUT with it set
+	// switches the model (every bucket starts over full).
+	Semantics *throttle.Semantics `json:"semantics,omitempty"`
+	// Tenant is the fraction of every bucket another tool takes
+	// (throttle.Limiter.SetTenant); a PUT with it set starts or stops that
+	// tool. TenantTaken is what it has taken so far, by bucket.
+	Tenant      *float64           `json:"tenant,omitempty"`
+	TenantTaken map[string]float64 `json:"tenantTaken,omitempty"`
 }
 
 // adminHandler serves the admin API (JSON):
@@ -137,6 +146,10 @@ func (s *Sim) adminHandler() http.Handler {
 			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 			return
 		}
+		if st.Tenant != nil && !(*st.Tenant >= 0 && *st.Tenant < 1) {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "tenant must be a fraction in [0, 1)"})
+			return
+		}
 		s.limiter.SetDisabled(st.Disabled)
 		for name, spec := range st.Buckets {
 			if spec.Capacity < 1 || spec.Refill < 0 {
@@ -144,6 +157,12 @@ func (s *Sim) adminHandler() http.Handler {
 				return
 			}
 			s.limiter.SetSpec(name, spec)
+		}
+		if st.Semantics != nil {
+			s.limiter.SetSemantics(*st.Semantics)
+		}
+		if st.Tenant != nil {
+			s.limiter.SetTenant(*st.Tenant)
 		}
 		writeJSON(w, http.StatusOK, s.throttleState())
 	})
@@ -158,8 +177,10 @@ func (s *Sim) faultsState() FaultsState {
 
 func (s *Sim) throttleState() ThrottleState {
 	specs := s.limiter.Specs()
-	st := ThrottleState{Disabled: s.limiter.Disabled(), Buckets: specs, Tokens: map[string]float64{}}
-	for name := range specs {
+	sem, tenant := s.limiter.Semantics(), s.limiter.Tenant()
+	st := ThrottleState{Disabled: s.limiter.Disabled(), Buckets: specs, Tokens: map[string]float64{},
+		Semantics: &sem, Tenant: &tenant, TenantTaken: s.limiter.TenantTaken()}
+	for _, name := range s.limiter.Buckets() {
 		st.Tokens[name] = s.limiter.Tokens(name)
 	}
 	return st

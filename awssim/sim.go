@@ -148,6 +148,7 @@ func Start(ctx context.Context, cfg Config) (*Sim, error) {
 	maps.Copy(specs, sc.Throttle.Buckets)
 	limiter := throttle.New(clock, specs)
 	limiter.SetDisabled(sc.Throttle.Disabled)
+	limiter.SetSemantics(sc.Throttle.Semantics)
 	srv := ec2.New(ec2.Config{World: w, Limiter: limiter, Seed: cfg.Seed, Logger: log})
 	faults := map[string]ec2.Fault{}
 	for k, f := range sc.Faults {

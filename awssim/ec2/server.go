@@ -133,7 +133,7 @@ func (s *Server) serve(r *http.Request, action *string) (ec2query.Body, error) {
 	*action = req.Action
 	c := s.counters.get(req.Action)
 	c.calls.Add(1)
-	if bucket, ok := throttle.Bucket(req.Action, narrowed(req)); ok && !s.limiter.Take(bucket) {
+	if !s.limiter.TakeAction(req.Action, narrowed(req)) {
 		c.throttled.Add(1)
 		return nil, &ec2query.Error{Status: http.StatusServiceUnavailable, Code: ec2query.CodeRequestLimitExceeded, Message: "Request limit exceeded."}
 	}

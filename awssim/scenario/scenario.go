@@ -91,6 +91,10 @@ type Throttle struct {
 	// Buckets by bucket name (an action name, or "mutating", "describe",
 	// "describe-unfiltered"); each replaces the default for that bucket.
 	Buckets map[string]throttle.Spec `json:"buckets,omitempty"`
+	// Semantics (sharedDescribe, discreteRefill) switches the bucket model
+	// from EC2's documented one: per-API describe buckets, continuous
+	// refill.
+	throttle.Semantics
 }
 
 // Fault is a switchable misbehaviour of one action.

@@ -1,6 +1,7 @@
 package burst
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -26,7 +27,15 @@ func newAdmin(base string) *admin {
 }
 
 func (a *admin) do(ctx context.Context, method, path string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, method, a.base+path, nil)
+	return a.doBody(ctx, method, path, nil, out)
+}
+
+func (a *admin) doBody(ctx context.Context, method, path string, body []byte, out any) error {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, a.base+path, rd)
 	if err != nil {
 		return err
 	}
@@ -64,6 +73,16 @@ func (a *admin) ResetCounters(ctx context.Context) error {
 func (a *admin) Throttle(ctx context.Context) (awssim.ThrottleState, error) {
 	var out awssim.ThrottleState
 	return out, a.do(ctx, http.MethodGet, "/v1/throttle", &out)
+}
+
+// SetTenant starts (f > 0) or stops another tool taking fraction f of
+// every bucket.
+func (a *admin) SetTenant(ctx context.Context, f float64) error {
+	b, err := json.Marshal(awssim.ThrottleState{Tenant: &f})
+	if err != nil {
+		return err
+	}
+	return a.doBody(ctx, http.MethodPut, "/v1/throttle", b, nil)
 }
 
 // Instances lists the instances with their IMDS endpoints.

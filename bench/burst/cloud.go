@@ -11,6 +11,7 @@ import (
 
 	"github.com/allotnet/allot/awssim"
 	"github.com/allotnet/allot/awssim/scenario"
+	"github.com/allotnet/allot/awssim/throttle"
 )
 
 // CloudConfig is the simulated account of one variant: Nodes instances of
@@ -23,7 +24,13 @@ type CloudConfig struct {
 	Subnets   int
 	TimeScale float64
 	Seed      int64
-	Logger    *slog.Logger
+	// Semantics switches the bucket model (per-API or shared describe
+	// buckets, continuous or per-second refill).
+	Semantics throttle.Semantics
+	// BucketScale scales every bucket's size and refill (0 or 1: EC2's
+	// table), to make the broker's table wrong.
+	BucketScale float64
+	Logger      *slog.Logger
 }
 
 // Flags registers the config's flags on fs; Args is the matching command
@@ -34,6 +41,9 @@ func (c *CloudConfig) Flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Subnets, "subnets", c.Subnets, "/16 subnets to spread the instances over")
 	fs.Float64Var(&c.TimeScale, "time-scale", c.TimeScale, "simulated seconds per real second")
 	fs.Int64Var(&c.Seed, "seed", c.Seed, "seed for IDs and addresses")
+	fs.BoolVar(&c.Semantics.SharedDescribe, "shared-describe", c.Semantics.SharedDescribe, "one describe bucket for every Describe action")
+	fs.BoolVar(&c.Semantics.DiscreteRefill, "discrete-refill", c.Semantics.DiscreteRefill, "refill buckets once per simulated second")
+	fs.Float64Var(&c.BucketScale, "bucket-scale", c.BucketScale, "scale every bucket's size and refill by this")
 }
 
 // Args is the command line Flags parses back into c.
@@ -43,6 +53,9 @@ func (c CloudConfig) Args() []string {
 		"--subnets", strconv.Itoa(c.Subnets),
 		"--time-scale", strconv.FormatFloat(c.TimeScale, 'g', -1, 64),
 		"--seed", strconv.FormatInt(c.Seed, 10),
+		"--shared-describe=" + strconv.FormatBool(c.Semantics.SharedDescribe),
+		"--discrete-refill=" + strconv.FormatBool(c.Semantics.DiscreteRefill),
+		"--bucket-scale", strconv.FormatFloat(c.BucketScale, 'g', -1, 64),
 	}
 }
 
@@ -51,7 +64,7 @@ func subnetName(i int) string { return fmt.Sprintf("nodes-%d", i) }
 
 // Scenario builds the awssim account: one VPC with a /16 per subnet, the
 // subnets spread over three AZs, the instances spread over the subnets,
-// EC2's default buckets.
+// EC2's default buckets (scaled by BucketScale) under Semantics.
 func (c CloudConfig) Scenario() scenario.Scenario {
 	n := max(c.Subnets, 1)
 	vpc := scenario.VPC{Tags: map[string]string{"Name": "allot-burst"}}
@@ -70,7 +83,14 @@ func (c CloudConfig) Scenario() scenario.Scenario {
 				Tags: map[string]string{"role": "node"}})
 		}
 	}
-	return scenario.Scenario{Region: "us-east-1", AccountID: "123456789012", VPCs: []scenario.VPC{vpc}, Instances: insts}
+	th := scenario.Throttle{Semantics: c.Semantics}
+	if c.BucketScale > 0 && c.BucketScale != 1 {
+		th.Buckets = map[string]throttle.Spec{}
+		for name, sp := range throttle.DefaultSpecs() {
+			th.Buckets[name] = throttle.Spec{Capacity: max(1, sp.Capacity*c.BucketScale), Refill: sp.Refill * c.BucketScale}
+		}
+	}
+	return scenario.Scenario{Region: "us-east-1", AccountID: "123456789012", VPCs: []scenario.VPC{vpc}, Instances: insts, Throttle: th}
 }
 
 // StartCloud starts awssim in this process.

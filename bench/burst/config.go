@@ -47,6 +47,13 @@ type Variant struct {
 	// Share is the fraction of each EC2 bucket the broker may use (allot);
 	// the baseline always has the whole account.
 	Share float64
+	// TableError runs allot with its bucket table wrong by this fraction:
+	// +0.2 means the broker believes every bucket is 20% larger (and
+	// faster) than EC2's, -0.2 20% smaller. Zero: the table is right.
+	TableError float64
+	// Tenant is the fraction of every bucket another tool in the account
+	// takes during the burst (throttle.Limiter.SetTenant). Zero: none.
+	Tenant float64
 }
 
 // Name is how tables and the JSON line name the variant.
@@ -54,7 +61,45 @@ func (v Variant) Name() string {
 	if v.System == SystemIPAMD {
 		return fmt.Sprintf("ipamd/%s", v.Mode)
 	}
-	return fmt.Sprintf("allot/%s/share=%g", v.Mode, v.Share)
+	name := fmt.Sprintf("allot/%s/share=%g", v.Mode, v.Share)
+	if v.TableError != 0 {
+		name += fmt.Sprintf("/table%+g%%", 100*v.TableError)
+	}
+	if v.Tenant != 0 {
+		name += fmt.Sprintf("/tenant=%g", v.Tenant)
+	}
+	return name
+}
+
+// brokerShare is the bucket share the broker is configured with: the
+// variant's, shrunk by a table error that makes it believe the buckets
+// smaller than they are (a larger belief is made by shrinking awssim's
+// buckets instead: cloudBucketScale).
+func (v Variant) brokerShare() float64 {
+	if v.TableError < 0 {
+		return v.Share * (1 + v.TableError)
+	}
+	return v.Share
+}
+
+// cloudBucketScale is what awssim's buckets (size and refill) are scaled
+// by: 1/(1+e) for a table that is e too large, else 1.
+func (v Variant) cloudBucketScale() float64 {
+	if v.TableError > 0 {
+		return 1 / (1 + v.TableError)
+	}
+	return 1
+}
+
+// boundShare is the share of EC2's default buckets the lower bound is
+// computed at: what the variant could use at best, given its own share,
+// the account's real buckets and the other tenant's part.
+func (v Variant) boundShare() float64 {
+	s := v.Share
+	if v.System != SystemAllot {
+		s = 1
+	}
+	return min(s, v.cloudBucketScale(), 1-v.Tenant)
 }
 
 // Spawner builds the command that runs this program in a child role
@@ -79,6 +124,16 @@ type Config struct {
 	Modes []daemon.Mode
 	// Shares are the broker bucket shares to run (default 1 and 0.5).
 	Shares []float64
+	// TableErrors adds, per mode, an allot variant at share 1 for each
+	// error of its bucket table (Variant.TableError).
+	TableErrors []float64
+	// Tenants adds, per mode and share, an allot variant with another
+	// tool taking this fraction of every bucket (Variant.Tenant).
+	Tenants []float64
+	// SharedDescribe and DiscreteRefill switch awssim's bucket model
+	// (throttle.Semantics); the defaults are EC2's documented model.
+	SharedDescribe bool
+	DiscreteRefill bool
 	// Baseline adds the ipamd baseline for every mode.
 	Baseline bool
 	// SubnetDiscovery makes the baseline call DescribeSubnets before each
@@ -166,10 +221,23 @@ func (c Config) Points() []Point {
 	return out
 }
 
+// bucketModel names awssim's bucket semantics for the report.
+func (c Config) bucketModel() string {
+	d, r := "per-api", "continuous"
+	if c.SharedDescribe {
+		d = "shared"
+	}
+	if c.DiscreteRefill {
+		r = "discrete"
+	}
+	return d + " describe, " + r + " refill"
+}
+
 // emptyResult is a variant's result before anything is measured.
 func (c Config) emptyResult(v Variant) Result {
 	return Result{
 		Variant: v.Name(), System: v.System, Mode: string(v.Mode), Share: v.Share,
+		TableError: v.TableError, Tenant: v.Tenant, Buckets: c.bucketModel(),
 		Nodes: c.Nodes, PodsPerNode: c.PodsPerNode, Pods: c.Nodes * c.PodsPerNode,
 		TimeScale: c.TimeScale, Seed: c.Seed, HotPathBrokerCalls: -1,
 	}
@@ -252,6 +320,16 @@ func (c Config) Validate() error {
 	case c.JoinBatch < 1:
 		return errors.New("join batch must be at least 1")
 	}
+	for _, e := range c.TableErrors {
+		if !(e > -1 && e != 0) {
+			return fmt.Errorf("bucket table error %g: want a non-zero fraction above -1", e)
+		}
+	}
+	for _, f := range c.Tenants {
+		if !(f > 0 && f < 1) {
+			return fmt.Errorf("other tenant %g: want a fraction in (0, 1)", f)
+		}
+	}
 	for _, n := range c.NodeCounts {
 		if n < 1 {
 			return fmt.Errorf("node count %d: must be at least 1", n)
@@ -276,12 +354,21 @@ func (c Config) Validate() error {
 }
 
 // Variants lists the bursts of the run in order: per mode, allot at each
-// share, then the baseline.
+// share, with each table error, with each other tenant at each share, then
+// the baseline.
 func (c Config) Variants() []Variant {
 	var out []Variant
 	for _, m := range c.Modes {
 		for _, s := range c.Shares {
 			out = append(out, Variant{System: SystemAllot, Mode: m, Share: s})
+		}
+		for _, e := range c.TableErrors {
+			out = append(out, Variant{System: SystemAllot, Mode: m, Share: 1, TableError: e})
+		}
+		for _, f := range c.Tenants {
+			for _, s := range c.Shares {
+				out = append(out, Variant{System: SystemAllot, Mode: m, Share: s, Tenant: f})
+			}
 		}
 		if c.Baseline {
 			out = append(out, Variant{System: SystemIPAMD, Mode: m, Share: 1})

@@ -38,16 +38,25 @@ func percentiles(d []time.Duration) Percentiles {
 // Result is one variant's figures. Times are simulated seconds unless the
 // name says wall.
 type Result struct {
-	Variant     string  `json:"variant"`
-	System      System  `json:"system"`
-	Mode        string  `json:"mode"`
-	Share       float64 `json:"share"`
-	Nodes       int     `json:"nodes"`
-	PodsPerNode int     `json:"pods_per_node"`
-	Pods        int     `json:"pods"`
-	Placed      int     `json:"placed"`
-	TimeScale   float64 `json:"time_scale"`
-	Seed        int64   `json:"seed"`
+	Variant string  `json:"variant"`
+	System  System  `json:"system"`
+	Mode    string  `json:"mode"`
+	Share   float64 `json:"share"`
+	// TableError and Tenant are the variant's (Variant); Buckets names
+	// awssim's bucket model (describe buckets per API or shared, refill
+	// continuous or per second).
+	TableError float64 `json:"table_error,omitempty"`
+	Tenant     float64 `json:"tenant,omitempty"`
+	Buckets    string  `json:"buckets"`
+	// TenantTokens is what the other tenant took during the burst, over
+	// all buckets.
+	TenantTokens float64 `json:"tenant_tokens,omitempty"`
+	Nodes        int     `json:"nodes"`
+	PodsPerNode  int     `json:"pods_per_node"`
+	Pods         int     `json:"pods"`
+	Placed       int     `json:"placed"`
+	TimeScale    float64 `json:"time_scale"`
+	Seed         int64   `json:"seed"`
 	// Status is StatusOK, StatusFailed or StatusNotRun; Error says why a
 	// variant failed or was not run.
 	Status string `json:"status"`
@@ -214,6 +223,10 @@ func (r Report) WriteTable(w io.Writer) error {
 	row("variant", func(x Result) string { return x.Variant })
 	row("status", func(x Result) string { return x.Status })
 	row("nodes / seed", func(x Result) string { return fmt.Sprintf("%d / %d", x.Nodes, x.Seed) })
+	row("awssim buckets", func(x Result) string { return x.Buckets })
+	row("table error / other tenant", func(x Result) string {
+		return fmt.Sprintf("%+g%% / %g%%", 100*x.TableError, 100*x.Tenant)
+	})
 	row("pods placed", func(x Result) string { return fmt.Sprintf("%d/%d", x.Placed, x.Pods) })
 	row("time scale", func(x Result) string { return fmt.Sprintf("%g", x.TimeScale) })
 	more := func(x Result) string {

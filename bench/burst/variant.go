@@ -12,6 +12,7 @@ import (
 
 	"github.com/allotnet/allot/agent/daemon"
 	"github.com/allotnet/allot/awssim"
+	"github.com/allotnet/allot/awssim/throttle"
 	"github.com/allotnet/allot/bench/lowerbound"
 	"github.com/allotnet/allot/broker/ec2client"
 	"github.com/allotnet/allot/broker/planner"
@@ -52,6 +53,8 @@ func runVariant(ctx context.Context, cfg Config, v Variant, work string) (res Re
 	setupStart := time.Now()
 	cloud, err := startCloud(ctx, cfg, CloudConfig{
 		Nodes: cfg.Nodes, InstanceType: cfg.InstanceType, Subnets: subnetsFor(cfg), TimeScale: cfg.TimeScale, Seed: cfg.Seed,
+		Semantics:   throttle.Semantics{SharedDescribe: cfg.SharedDescribe, DiscreteRefill: cfg.DiscreteRefill},
+		BucketScale: v.cloudBucketScale(),
 	})
 	if err != nil {
 		return res, err
@@ -98,7 +101,7 @@ func runVariant(ctx context.Context, cfg Config, v Variant, work string) (res Re
 			return res, err
 		}
 		broker, err = startBrokerHandle(ctx, cfg, BrokerConfig{
-			DataDir: etcdDir, EC2Endpoint: cloud.ec2, Share: v.Share, TimeScale: cfg.TimeScale,
+			DataDir: etcdDir, EC2Endpoint: cloud.ec2, Share: v.brokerShare(), TimeScale: cfg.TimeScale,
 			Fsync: cfg.EtcdFsync, Reconciler: true, CPUProfile: profilePath(cfg.BrokerCPUProfile, v),
 			PKIDir: pkiDir,
 		})
@@ -145,10 +148,7 @@ func runVariant(ctx context.Context, cfg Config, v Variant, work string) (res Re
 	}
 	plan := idealPlan(v.Mode, limits, cfg.PodsPerNode, instSubnet, enis, true)
 	res.Minimum = lowerbound.MinCalls(plan)
-	lbShare := v.Share
-	if v.System == SystemIPAMD {
-		lbShare = 1
-	}
+	lbShare := v.boundShare()
 	// The bound is for placing the pods; the warm top-up after the last
 	// pod is in the minimum calls but not in the time.
 	podsOnly := idealPlan(v.Mode, limits, cfg.PodsPerNode, instSubnet, enis, false)
@@ -161,6 +161,13 @@ func runVariant(ctx context.Context, cfg Config, v Variant, work string) (res Re
 	}
 	if err := cloud.admin.ResetCounters(ctx); err != nil {
 		return res, err
+	}
+	if v.Tenant > 0 {
+		// The other tool starts with the burst: the worst moment for a
+		// broker that has not been told about it.
+		if err := cloud.admin.SetTenant(ctx, v.Tenant); err != nil {
+			return res, err
+		}
 	}
 	var bStart BrokerStats
 	if broker != nil {
@@ -220,6 +227,13 @@ func runVariant(ctx context.Context, cfg Config, v Variant, work string) (res Re
 		}
 	}
 	res.CallsAtMinimum = atMinimum(res.Calls, res.Minimum)
+	if v.Tenant > 0 {
+		if st, err := cloud.admin.Throttle(ctx); err == nil {
+			for _, n := range st.TenantTaken {
+				res.TenantTokens += n
+			}
+		}
+	}
 	res.FailedAdds = fails
 
 	podFigures(cfg, &res, pods, took)

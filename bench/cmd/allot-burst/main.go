@@ -29,6 +29,7 @@ import (
 	"syscall"
 
 	"github.com/allotnet/allot/agent/daemon"
+	"github.com/allotnet/allot/awssim/throttle"
 	"github.com/allotnet/allot/bench/burst"
 	"github.com/allotnet/allot/internal/buildinfo"
 	"github.com/allotnet/allot/internal/logfmt"
@@ -116,6 +117,10 @@ func parseFlags(args []string, stderr io.Writer) (burst.Config, logfmt.Options, 
 	fs.Float64Var(&cfg.TimeScale, "time-scale", 0, fmt.Sprintf("simulated seconds per real second, for every variant (0: %g with secondary IPs, %g with prefixes)", float64(burst.DefaultTimeScale), float64(burst.DefaultPrefixTimeScale)))
 	modes := fs.String("modes", "secondary-ip,prefix", "address modes to run, comma-separated")
 	shares := fs.String("shares", "1,0.5", "broker bucket shares to run, comma-separated")
+	describe := fs.String("describe-buckets", "per-api", "awssim's describe buckets: per-api (EC2's documented model) or shared (one for every Describe action)")
+	refill := fs.String("refill", "continuous", "awssim's bucket refill: continuous, or discrete (once per simulated second)")
+	tableErrors := fs.String("table-errors", "", "also run allot (share 1) with its bucket table wrong by each fraction, comma-separated (e.g. 0.2,-0.2)")
+	tenants := fs.String("tenants", "", "also run allot at every share with another tool taking each fraction of every bucket, comma-separated (e.g. 0.5)")
 	fs.BoolVar(&cfg.Baseline, "baseline", true, "also run the aws-vpc-cni ipamd baseline for every mode")
 	fs.BoolVar(&cfg.SubnetDiscovery, "subnet-discovery", true, "baseline: DescribeSubnets before each CreateNetworkInterface (ipamd's default)")
 	fs.IntVar(&cfg.BaselineMaxAttempts, "baseline-max-attempts", 0, "baseline: SDK attempts per EC2 call (0: the SDK default, 3)")
@@ -145,15 +150,20 @@ func parseFlags(args []string, stderr io.Writer) (burst.Config, logfmt.Options, 
 			cfg.Modes = append(cfg.Modes, daemon.Mode(m))
 		}
 	}
-	for _, s := range strings.Split(*shares, ",") {
-		if s = strings.TrimSpace(s); s == "" {
-			continue
-		}
-		v, err := strconv.ParseFloat(s, 64)
-		if err != nil {
-			return cfg, level, profile, fmt.Errorf("--shares %q: %w", s, err)
-		}
-		cfg.Shares = append(cfg.Shares, v)
+	if cfg.Shares, err = floats("shares", *shares); err != nil {
+		return cfg, level, profile, err
+	}
+	if cfg.TableErrors, err = floats("table-errors", *tableErrors); err != nil {
+		return cfg, level, profile, err
+	}
+	if cfg.Tenants, err = floats("tenants", *tenants); err != nil {
+		return cfg, level, profile, err
+	}
+	if cfg.SharedDescribe, err = throttle.ParseDescribe(*describe); err != nil {
+		return cfg, level, profile, err
+	}
+	if cfg.DiscreteRefill, err = throttle.ParseRefill(*refill); err != nil {
+		return cfg, level, profile, err
 	}
 	if !*inProcess {
 		self, err := os.Executable()
@@ -171,6 +181,22 @@ func parseFlags(args []string, stderr io.Writer) (burst.Config, logfmt.Options, 
 		return cfg, level, profile, err
 	}
 	return cfg, level, profile, nil
+}
+
+// floats parses a comma-separated list of numbers given to --name.
+func floats(name, list string) ([]float64, error) {
+	var out []float64
+	for _, s := range strings.Split(list, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return nil, fmt.Errorf("--%s %q: %w", name, s, err)
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }
 
 // child runs one internal role until its stdin closes (the harness stops

@@ -1,0 +1,54 @@
+package burst
+
+import (
+	"math"
+	"testing"
+
+	"github.com/allotnet/allot/agent/daemon"
+)
+
+// TestVariantBuckets checks how a variant's table error and other tenant
+// turn into the broker's share, awssim's buckets and the bound's share.
+func TestVariantBuckets(t *testing.T) {
+	for _, tc := range []struct {
+		v                    Variant
+		name                 string
+		broker, cloud, bound float64
+	}{
+		{Variant{System: SystemAllot, Mode: daemon.ModePrefix, Share: 1}, "allot/prefix/share=1", 1, 1, 1},
+		{Variant{System: SystemAllot, Mode: daemon.ModePrefix, Share: 0.5}, "allot/prefix/share=0.5", 0.5, 1, 0.5},
+		// The broker believes 20% more than there is: awssim shrinks.
+		{Variant{System: SystemAllot, Mode: daemon.ModePrefix, Share: 1, TableError: 0.2}, "allot/prefix/share=1/table+20%", 1, 1 / 1.2, 1 / 1.2},
+		// The broker believes 20% less: it uses 80%, the bound is the account's.
+		{Variant{System: SystemAllot, Mode: daemon.ModePrefix, Share: 1, TableError: -0.2}, "allot/prefix/share=1/table-20%", 0.8, 1, 1},
+		{Variant{System: SystemAllot, Mode: daemon.ModeSecondaryIP, Share: 1, Tenant: 0.5}, "allot/secondary-ip/share=1/tenant=0.5", 1, 1, 0.5},
+		{Variant{System: SystemAllot, Mode: daemon.ModeSecondaryIP, Share: 0.3, Tenant: 0.5}, "allot/secondary-ip/share=0.3/tenant=0.5", 0.3, 1, 0.3},
+		{Variant{System: SystemIPAMD, Mode: daemon.ModePrefix, Share: 1}, "ipamd/prefix", 1, 1, 1},
+	} {
+		if got := tc.v.Name(); got != tc.name {
+			t.Errorf("Name() = %q, want %q", got, tc.name)
+		}
+		for what, got := range map[string][2]float64{
+			"broker share": {tc.v.brokerShare(), tc.broker},
+			"cloud scale":  {tc.v.cloudBucketScale(), tc.cloud},
+			"bound share":  {tc.v.boundShare(), tc.bound},
+		} {
+			if math.Abs(got[0]-got[1]) > 1e-9 {
+				t.Errorf("%s: %s %g, want %g", tc.name, what, got[0], got[1])
+			}
+		}
+	}
+}
+
+// TestCloudBucketScale checks that a scaled cloud shrinks every bucket of
+// the scenario, size and refill alike.
+func TestCloudBucketScale(t *testing.T) {
+	sc := CloudConfig{Nodes: 1, InstanceType: "c5.xlarge", Subnets: 1, BucketScale: 0.5}.Scenario()
+	b, ok := sc.Throttle.Buckets["CreateNetworkInterface"]
+	if !ok || b.Capacity != 50 || b.Refill != 2.5 {
+		t.Errorf("CreateNetworkInterface bucket %+v (present %v), want 50 and 2.5/s", b, ok)
+	}
+	if sc := (CloudConfig{Nodes: 1, InstanceType: "c5.xlarge", Subnets: 1}).Scenario(); len(sc.Throttle.Buckets) != 0 {
+		t.Errorf("unscaled cloud overrides buckets: %v", sc.Throttle.Buckets)
+	}
+}

@@ -159,6 +159,7 @@ func (p *planning) grant(s *nodeState, urgent bool) bool {
 		cost := int64(s.unit)
 		if t.isNew && t.filled == 0 {
 			cost++ // the new ENI's own primary address
+			t.subnetID = p.newENISubnet(s.node)
 		}
 		if p.budget[t.subnetID] < cost {
 			short = true

@@ -53,7 +53,7 @@ func buildTargets(n *Node) (targets []*target, roomForENI bool) {
 	for _, e := range n.ENIs {
 		used[e.DeviceIndex] = true
 		free := perENI - e.Slots()
-		if free <= 0 || e.ID == "" {
+		if free <= 0 || e.ID == "" || e.Closed {
 			continue
 		}
 		subnet := e.SubnetID

@@ -41,6 +41,10 @@ type ENI struct {
 	Secondary int
 	// Prefixes is the number of /28 prefixes delegated to it.
 	Prefixes int
+	// Closed marks an ENI the node's mode can't add to now (its subnet has
+	// no free /28 for a prefix-mode node): it keeps its device index and
+	// counts against the ENI limit, but is planned nothing.
+	Closed bool
 }
 
 // Slots returns the address slots the ENI has used: its primary address, its
@@ -50,8 +54,13 @@ func (e ENI) Slots() int { return 1 + e.Secondary + e.Prefixes }
 // Node is one node's demand together with what it has.
 type Node struct {
 	InstanceID string
-	// SubnetID is where new ENIs for this node are created.
-	SubnetID       string
+	// SubnetID is the node's own subnet: where its new ENIs go when
+	// Subnets is empty.
+	SubnetID string
+	// Subnets are the subnets the node's new ENIs may use (its pod
+	// network's, in its zone); each new ENI goes to the one with the most
+	// budget left when its first slot is granted.
+	Subnets        []string
 	SecurityGroups []string
 	Mode           Mode
 	Limits         Limits

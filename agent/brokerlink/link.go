@@ -47,6 +47,9 @@ const (
 type Config struct {
 	// Identity is the node as IMDS describes it; Register sends it.
 	Identity identity.Identity
+	// NodeName is the Kubernetes node name Register sends beside the
+	// identity; empty outside Kubernetes.
+	NodeName string
 	// PrefixMode asks for /28 prefixes instead of secondary IPs.
 	PrefixMode bool
 	// Targets are the warm-pool targets the demand is computed from.
@@ -285,8 +288,9 @@ func (l *Link) register(ctx context.Context) (*allotv1.RegisterResponse, error) 
 	cctx, cancel := l.call(ctx)
 	defer cancel()
 	resp, err := l.client.Register(cctx, &allotv1.RegisterRequest{
-		Node: l.node,
-		Mode: l.modeProto(),
+		Node:     l.node,
+		NodeName: l.cfg.NodeName,
+		Mode:     l.modeProto(),
 		Warm: &allotv1.WarmTargets{
 			WarmIpTarget:     int32(t.WarmIPs),
 			MinimumIpTarget:  int32(t.MinimumIPs),

@@ -105,6 +105,9 @@ type Config struct {
 	// ConfirmInterval is how often IMDS is polled for delivered addresses
 	// it doesn't show yet; 0 means DefaultConfirmInterval.
 	ConfirmInterval time.Duration
+	// NodeName is the Kubernetes node name, registered with the broker so
+	// operators see it beside the instance ID; empty outside Kubernetes.
+	NodeName string
 }
 
 // withDefaults fills zero fields and checks the rest.

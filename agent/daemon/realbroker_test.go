@@ -231,24 +231,28 @@ func TestPrefixMode(t *testing.T) {
 	client, _ := e.realBrokerWith([]grpc.DialOption{grpc.WithUnaryInterceptor(record)})
 	cfg := e.config()
 	cfg.Mode = ModePrefix
+	cfg.NodeName = "ip-10-0-0-5.ec2.internal"
 	a := e.startOn(cfg, hostnettest.NewRecorder(), client)
 	brokertest.WaitFor(t, 30*time.Second, "the prefix's addresses in the pool", func() bool {
 		return a.Pool().Stats().Total == 16
 	})
-	var mode allotv1.AddressMode
+	var (
+		mode     allotv1.AddressMode
+		nodeName string
+	)
 	shortfall16 := false
 	mu.Lock()
 	for _, r := range sent {
 		switch r := r.(type) {
 		case *allotv1.RegisterRequest:
-			mode = r.GetMode()
+			mode, nodeName = r.GetMode(), r.GetNodeName()
 		case *allotv1.SetDemandRequest:
 			shortfall16 = shortfall16 || r.GetWarmShortfall() == 16
 		}
 	}
 	mu.Unlock()
-	if mode != allotv1.AddressMode_ADDRESS_MODE_PREFIX {
-		t.Fatalf("registered mode %v", mode)
+	if mode != allotv1.AddressMode_ADDRESS_MODE_PREFIX || nodeName != cfg.NodeName {
+		t.Fatalf("registered mode %v, node name %q", mode, nodeName)
 	}
 	if !shortfall16 {
 		t.Fatal("no demand for one prefix's worth was stated")

@@ -76,7 +76,7 @@ func (a *Agent) start(ctx context.Context) error {
 
 	a.arrival = newArrival(a, prepared)
 	a.link, err = brokerlink.New(brokerlink.Config{
-		Identity: id, PrefixMode: a.cfg.Mode == ModePrefix, Targets: a.cfg.Warm, Limits: a.cfg.Limits,
+		Identity: id, NodeName: a.cfg.NodeName, PrefixMode: a.cfg.Mode == ModePrefix, Targets: a.cfg.Warm, Limits: a.cfg.Limits,
 		UsageInterval: a.cfg.UsageInterval, HeartbeatInterval: a.cfg.HeartbeatInterval,
 		DemandInterval: a.cfg.DemandInterval, Logger: a.deps.Logger,
 	}, brokerlink.Deps{Client: a.deps.Broker, Pool: p, Arrivals: a.arrival})

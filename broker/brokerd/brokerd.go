@@ -22,6 +22,7 @@ import (
 	"github.com/allotnet/allot/broker/instanceview"
 	"github.com/allotnet/allot/broker/leader"
 	"github.com/allotnet/allot/broker/metrics"
+	"github.com/allotnet/allot/broker/nodelog"
 	"github.com/allotnet/allot/broker/ratelimit"
 	"github.com/allotnet/allot/broker/reconciler"
 	"github.com/allotnet/allot/broker/server"
@@ -53,7 +54,10 @@ func New(ctx context.Context, cfg Config) (b *Broker, err error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	log := cfg.Logger
+	// Every line naming an instance also names its Kubernetes node, once
+	// the server's view of the node records is up.
+	names := &nodelog.Names{}
+	log := slog.New(names.Handler(cfg.Logger.Handler()))
 	b = &Broker{cfg: cfg, log: log}
 	var dial []grpc.DialOption
 	if cfg.Meter != nil {
@@ -99,6 +103,7 @@ func New(ctx context.Context, cfg Config) (b *Broker, err error) {
 	if err := b.buildServer(cli); err != nil {
 		return nil, err
 	}
+	names.Use(b.srv.NodeName)
 	if b.lis, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}

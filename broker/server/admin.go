@@ -65,6 +65,7 @@ func nodeSummaries(st *adminState) []*allotv1.NodeSummary {
 		enis := st.enisBy[n.InstanceID]
 		sum := &allotv1.NodeSummary{
 			InstanceId:          n.InstanceID,
+			NodeName:            n.NodeName,
 			InstanceType:        n.InstanceType,
 			AvailabilityZone:    n.AvailabilityZone,
 			SubnetId:            n.SubnetID,

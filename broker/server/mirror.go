@@ -197,6 +197,7 @@ func removeFrom(idx map[string]map[string]bool, owner, id string) {
 // once published; a newer one replaces it and closes replaced.
 type nodeState struct {
 	registered bool
+	name       string      // the Kubernetes node name it registered with
 	enis       []store.ENI // sorted by ID
 	ev         *allotv1.NodeEvent
 	replaced   chan struct{}
@@ -224,6 +225,7 @@ func (m *mirror) state(id string) *nodeState {
 	}
 	return &nodeState{
 		registered: registered,
+		name:       n.NodeName,
 		enis:       enis,
 		ev:         nodeEvent(n, enis, open, st, m.cidrs),
 		replaced:   make(chan struct{}),
@@ -237,7 +239,7 @@ func (ns *nodeState) same(o *nodeState) bool {
 	}
 	// The event carries every ENI with its addresses and prefixes, which
 	// is all the ownership check reads.
-	return ns.registered == o.registered && proto.Equal(ns.ev, o.ev)
+	return ns.registered == o.registered && ns.name == o.name && proto.Equal(ns.ev, o.ev)
 }
 
 // releaseOrder is the store's listing order: oldest first.

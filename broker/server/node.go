@@ -44,6 +44,7 @@ func (s *nodeService) Register(ctx context.Context, req *allotv1.RegisterRequest
 		PrimaryENIID:     id.GetPrimaryEniId(),
 		PrimaryIP:        id.GetPrimaryIp(),
 		SecurityGroups:   slices.Clone(id.GetSecurityGroupIds()),
+		NodeName:         req.GetNodeName(),
 		Mode:             modeName(req.GetMode()),
 		WarmIPTarget:     int(req.GetWarm().GetWarmIpTarget()),
 		MinimumIPTarget:  int(req.GetWarm().GetMinimumIpTarget()),
@@ -77,7 +78,7 @@ func (s *nodeService) Register(ctx context.Context, req *allotv1.RegisterRequest
 	if err != nil {
 		return nil, fmt.Errorf("register %s: %w", n.InstanceID, err)
 	}
-	s.log.Info("node registered", "instance_id", n.InstanceID, "instance_type", n.InstanceType,
+	s.log.Info("node registered", "instance_id", n.InstanceID, "node", n.NodeName, "instance_type", n.InstanceType,
 		"mode", n.Mode, "enis", len(enis))
 	return &allotv1.RegisterResponse{
 		Enis:         enis,

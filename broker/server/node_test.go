@@ -356,3 +356,34 @@ func TestWatchNodeEndsUnavailableOnStop(t *testing.T) {
 	_, err = s.Recv()
 	wantCode(t, err, codes.Unavailable, "shutting down")
 }
+
+// The Kubernetes node name an agent registers with is recorded, listed by
+// ListNodes, and known to the replica's view (which the broker's log lines
+// take it from); registering again without one clears it.
+func TestRegisterRecordsNodeName(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	e.subnet(t, subnet1, "10.0.1.0/24", 251)
+	const name = "ip-10-0-1-10.ec2.internal"
+	if _, err := e.node.Register(ctx, &allotv1.RegisterRequest{Node: identity(node1, subnet1), NodeName: name}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := e.st.GetNode(ctx, node1); err != nil || n.NodeName != name {
+		t.Fatalf("node record %+v, %v", n, err)
+	}
+	resp, err := e.admin.ListNodes(ctx, &allotv1.ListNodesRequest{})
+	if err != nil || len(resp.GetNodes()) != 1 || resp.GetNodes()[0].GetNodeName() != name {
+		t.Fatalf("ListNodes %v, %v", resp, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for e.srv.NodeName(node1) != name {
+		if time.Now().After(deadline) {
+			t.Fatalf("the replica's view has no name for %s", node1)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	e.register(t, node1, subnet1)
+	if n, err := e.st.GetNode(ctx, node1); err != nil || n.NodeName != "" {
+		t.Fatalf("after registering without a name: %+v, %v", n, err)
+	}
+}

@@ -201,4 +201,13 @@ func (s *Server) setServing(ok bool) {
 	}
 }
 
+// NodeName is the Kubernetes name the node with this instance ID
+// registered with, as this replica's view of etcd has it; "" if none.
+func (s *Server) NodeName(instanceID string) string {
+	if ns, _ := s.hub.node(instanceID); ns != nil {
+		return ns.name
+	}
+	return ""
+}
+
 func isNotFound(err error) bool { return errors.Is(err, rpcerr.ErrNotFound) }

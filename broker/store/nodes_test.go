@@ -202,3 +202,28 @@ func TestUsageSeqCannotBePoisoned(t *testing.T) {
 		t.Fatalf("after re-registration, seq 1: applied %v, %v", applied, err)
 	}
 }
+
+// A node record written before nodes had a Kubernetes name still decodes,
+// with none; a name given at registration is kept.
+func TestNodeNameOptional(t *testing.T) {
+	s := newStore(t)
+	ctx := ctxT(t)
+	old := `{"v":1,"instance_id":"i-7","instance_type":"m5.large","az":"us-east-1a","vpc_id":"vpc-1","subnet_id":"subnet-1",` +
+		`"primary_eni_id":"eni-1","primary_ip":"10.0.0.7","security_groups":["sg-1"],"mode":"secondary-ip","max_enis":3,` +
+		`"ipv4_per_eni":10,"warm_ip_target":0,"minimum_ip_target":0,"warm_eni_target":1,"warm_prefix_target":0,` +
+		`"registered_at":"2026-11-01T10:00:00Z"}`
+	if _, err := s.cli.Put(ctx, s.key(kindNodes, "i-7"), old); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.GetNode(ctx, "i-7")
+	if err != nil || n.NodeName != "" || n.InstanceType != "m5.large" || n.MaxENIs != 3 {
+		t.Fatalf("old record: %+v, %v", n, err)
+	}
+	n.NodeName = "ip-10-0-0-7.ec2.internal"
+	if _, err := s.PutNode(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	if n, err = s.GetNode(ctx, "i-7"); err != nil || n.NodeName != "ip-10-0-0-7.ec2.internal" {
+		t.Fatalf("after registering with a name: %+v, %v", n, err)
+	}
+}

@@ -72,6 +72,10 @@ type Node struct {
 	PrimaryENIID     string   `json:"primary_eni_id"`
 	PrimaryIP        string   `json:"primary_ip"`
 	SecurityGroups   []string `json:"security_groups"`
+	// NodeName is the Kubernetes node name the agent registered with, for
+	// people to read; empty when it gave none (and in records written
+	// before it existed).
+	NodeName string `json:"node_name,omitempty"`
 	// Tags are the instance's tags as EC2 reported them at registration;
 	// pod network selectors match on them.
 	Tags map[string]string `json:"tags,omitempty"`

@@ -16,6 +16,7 @@ import (
 	"github.com/allotnet/allot/internal/buildinfo"
 	"github.com/allotnet/allot/internal/logfmt"
 	"github.com/allotnet/allot/internal/telemetry"
+	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 
 // config is everything the agent is told on its command line; main builds
@@ -36,10 +37,7 @@ type config struct {
 
 	nodeNetNS string
 	procSys   string
-	// nodeName is the Kubernetes node name (downward API spec.nodeName),
-	// shown beside the instance ID in logs.
-	nodeName string
-	log      logfmt.Options
+	log       logfmt.Options
 	// trace is read from the OpenTelemetry environment.
 	trace telemetry.TraceConfig
 }
@@ -141,7 +139,7 @@ func hostFlags(fs *flag.FlagSet, c *config) (exclude *string) {
 	fs.IntVar(&a.MTU, "mtu", 0, "MTU of ENI links and pod veths (0: leave as is)")
 	fs.StringVar(&c.nodeNetNS, "node-netns", "", "network namespace path of the node (empty: the agent's own)")
 	fs.StringVar(&c.procSys, "proc-sys", "/proc/sys", "where /proc/sys is writable (in a container: the host's /proc/sys/net mounted under <dir>/net)")
-	fs.StringVar(&c.nodeName, "node-name", "", "Kubernetes node name, from the downward API (spec.nodeName); shown in logs beside the instance ID")
+	fs.StringVar(&c.agent.NodeName, "node-name", "", "Kubernetes node name, from the downward API (spec.nodeName); registered with the broker, shown by allotctl and in logs beside the instance ID")
 	return exclude
 }
 
@@ -168,6 +166,9 @@ func (c *config) finish(raw rawFlags) error {
 	}
 	if c.brokerCert != "" && c.brokerCA == "" {
 		return errors.New("--broker-cert needs --broker-ca")
+	}
+	if err := allotv1.CheckNodeName(a.NodeName); err != nil {
+		return fmt.Errorf("--node-name: %w", err) // the broker would refuse every registration
 	}
 	if a.Cooldown == 0 {
 		a.Cooldown = -1 // an explicit 0 on the command line means none

@@ -21,6 +21,7 @@ func TestParseFlagsRequiresEndpoints(t *testing.T) {
 		{[]string{"--imds-endpoint=http://127.0.0.1:1", "--broker=b:1", "--broker-cert=c"}, "go together"},
 		{[]string{"--imds-endpoint=http://127.0.0.1:1", "--broker=b:1", "--snat-exclude-cidrs=nope"}, "--snat-exclude-cidrs"},
 		{[]string{"--imds-endpoint=http://127.0.0.1:1", "--broker=b:1", "stray"}, "unexpected arguments"},
+		{[]string{"--imds-endpoint=http://127.0.0.1:1", "--broker=b:1", "--node-name=Node_1"}, "--node-name"},
 	} {
 		_, err := parseFlags(tc.args, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -33,8 +33,8 @@ func TestEnvVarsMapToFlags(t *testing.T) {
 	if a.Mode != daemon.ModePrefix || !a.ExternalSNAT || a.Cooldown != 45*time.Second {
 		t.Errorf("mode %v externalSNAT %v cooldown %v", a.Mode, a.ExternalSNAT, a.Cooldown)
 	}
-	if c.log.Level.String() != "DEBUG" || c.nodeName != "ip-10-0-1-5.ec2.internal" {
-		t.Errorf("log %+v node %q", c.log, c.nodeName)
+	if c.log.Level.String() != "DEBUG" || c.agent.NodeName != "ip-10-0-1-5.ec2.internal" {
+		t.Errorf("log %+v node %q", c.log, c.agent.NodeName)
 	}
 }
 

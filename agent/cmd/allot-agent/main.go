@@ -44,8 +44,8 @@ func main() {
 	// support bundle.
 	recent := logring.New(2000)
 	log := logring.Tee(logfmt.New(os.Stderr, cfg.log), recent, cfg.log.Level)
-	if cfg.nodeName != "" {
-		log = log.With("k8s_node", cfg.nodeName)
+	if cfg.agent.NodeName != "" {
+		log = log.With("k8s_node", cfg.agent.NodeName)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

@@ -12,6 +12,7 @@ import (
 
 type nodeRow struct {
 	InstanceID          string `json:"instance_id"`
+	NodeName            string `json:"node_name"`
 	InstanceType        string `json:"instance_type"`
 	AvailabilityZone    string `json:"availability_zone"`
 	SubnetID            string `json:"subnet_id"`
@@ -39,7 +40,7 @@ func cmdNodes(ctx context.Context, c *client, args []string, o *options, out io.
 	rows := make([]nodeRow, 0, len(resp.GetNodes()))
 	for _, n := range resp.GetNodes() {
 		rows = append(rows, nodeRow{
-			InstanceID: n.GetInstanceId(), InstanceType: n.GetInstanceType(), AvailabilityZone: n.GetAvailabilityZone(),
+			InstanceID: n.GetInstanceId(), NodeName: n.GetNodeName(), InstanceType: n.GetInstanceType(), AvailabilityZone: n.GetAvailabilityZone(),
 			SubnetID: n.GetSubnetId(), ENIs: n.GetEnis(), MaxENIs: n.GetMaxEnis(), Attached: n.GetAttached(),
 			Assigned: n.GetAssigned(), Warm: n.GetWarm(), Pending: n.GetPending(), WarmShortfall: n.GetWarmShortfall(),
 			Alive: n.GetAlive(), OperationInProgress: n.GetOperationInProgress(),
@@ -49,10 +50,10 @@ func cmdNodes(ctx context.Context, c *client, args []string, o *options, out io.
 	if o.output == "json" {
 		return writeJSON(out, rows)
 	}
-	t := newTable(out, "INSTANCE", "TYPE", "AZ", "SUBNET", "ENIS", "ATTACHED", "ASSIGNED", "WARM",
+	t := newTable(out, "INSTANCE", "NODE", "TYPE", "AZ", "SUBNET", "ENIS", "ATTACHED", "ASSIGNED", "WARM",
 		"PENDING", "SHORTFALL", "ALIVE", "EC2-OP", "UNMET")
 	for _, r := range rows {
-		t.row(r.InstanceID, r.InstanceType, r.AvailabilityZone, r.SubnetID, fmt.Sprintf("%d/%d", r.ENIs, r.MaxENIs),
+		t.row(r.InstanceID, dash(r.NodeName), r.InstanceType, r.AvailabilityZone, r.SubnetID, fmt.Sprintf("%d/%d", r.ENIs, r.MaxENIs),
 			r.Attached, r.Assigned, r.Warm, r.Pending, r.WarmShortfall, yesNo(r.Alive), yesNo(r.OperationInProgress), dash(r.UnmetReason))
 	}
 	return t.flush()

@@ -35,8 +35,8 @@ func startServerStore(t *testing.T) (*store.Store, string) {
 	if _, err := st.PutSubnet(ctx, store.Subnet{ID: "subnet-0000000a", CIDR: "10.0.1.0/24", AvailabilityZone: "us-east-1a", Usable: 251}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.PutNode(ctx, store.Node{InstanceID: "i-00000001", InstanceType: "m5.large", SubnetID: "subnet-0000000a",
-		Mode: "secondary-ip", MaxENIs: 3, IPv4PerENI: 10}); err != nil {
+	if _, err := st.PutNode(ctx, store.Node{InstanceID: "i-00000001", NodeName: "ip-10-0-0-10.ec2.internal", InstanceType: "m5.large",
+		SubnetID: "subnet-0000000a", Mode: "secondary-ip", MaxENIs: 3, IPv4PerENI: 10}); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.PutPrimaryENI(ctx, store.ENI{ID: "eni-00000001", InstanceID: "i-00000001", SubnetID: "subnet-0000000a",
@@ -151,8 +151,14 @@ func TestNodesENIsStatus(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &nodes); err != nil {
 		t.Fatal(err)
 	}
-	if len(nodes) != 1 || nodes[0].InstanceID != "i-00000001" || nodes[0].ENIs != 1 || nodes[0].Attached != 2 {
+	if len(nodes) != 1 || nodes[0].InstanceID != "i-00000001" || nodes[0].ENIs != 1 || nodes[0].Attached != 2 ||
+		nodes[0].NodeName != "ip-10-0-0-10.ec2.internal" {
 		t.Fatalf("nodes %+v", nodes)
+	}
+	code, out, _ = ctl(t, "--broker", addr, "nodes")
+	if lines := strings.Split(out, "\n"); code != 0 || len(lines) < 2 || strings.Fields(lines[0])[1] != "NODE" ||
+		strings.Fields(lines[1])[1] != "ip-10-0-0-10.ec2.internal" {
+		t.Fatalf("nodes table: exit %d\n%s", code, out)
 	}
 	code, out, _ = ctl(t, "--broker", addr, "enis", "--node", "i-00000001")
 	if code != 0 || !strings.Contains(out, "eni-00000001") || !strings.Contains(out, "0*") {

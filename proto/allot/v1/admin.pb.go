@@ -42,8 +42,11 @@ type NodeSummary struct {
 	// (the engine's node status), e.g. "record_quarantined" when one of the
 	// node's records in etcd does not decode and the node is left out of
 	// planning until it is fixed.
-	UnmetReason   string `protobuf:"bytes,14,opt,name=unmet_reason,json=unmetReason,proto3" json:"unmet_reason,omitempty"`
-	UnmetMessage  string `protobuf:"bytes,15,opt,name=unmet_message,json=unmetMessage,proto3" json:"unmet_message,omitempty"`
+	UnmetReason  string `protobuf:"bytes,14,opt,name=unmet_reason,json=unmetReason,proto3" json:"unmet_reason,omitempty"`
+	UnmetMessage string `protobuf:"bytes,15,opt,name=unmet_message,json=unmetMessage,proto3" json:"unmet_message,omitempty"`
+	// node_name is the Kubernetes node name the agent registered with;
+	// empty when it gave none.
+	NodeName      string `protobuf:"bytes,16,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -179,6 +182,13 @@ func (x *NodeSummary) GetUnmetReason() string {
 func (x *NodeSummary) GetUnmetMessage() string {
 	if x != nil {
 		return x.UnmetMessage
+	}
+	return ""
+}
+
+func (x *NodeSummary) GetNodeName() string {
+	if x != nil {
+		return x.NodeName
 	}
 	return ""
 }
@@ -751,7 +761,7 @@ var File_allot_v1_admin_proto protoreflect.FileDescriptor
 
 const file_allot_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x14allot/v1/admin.proto\x12\ballot.v1\x1a\x15allot/v1/common.proto\"\xeb\x03\n" +
+	"\x14allot/v1/admin.proto\x12\ballot.v1\x1a\x15allot/v1/common.proto\"\x88\x04\n" +
 	"\vNodeSummary\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12#\n" +
@@ -769,7 +779,8 @@ const file_allot_v1_admin_proto_rawDesc = "" +
 	"\x05alive\x18\f \x01(\bR\x05alive\x122\n" +
 	"\x15operation_in_progress\x18\r \x01(\bR\x13operationInProgress\x12!\n" +
 	"\funmet_reason\x18\x0e \x01(\tR\vunmetReason\x12#\n" +
-	"\runmet_message\x18\x0f \x01(\tR\funmetMessage\"\x12\n" +
+	"\runmet_message\x18\x0f \x01(\tR\funmetMessage\x12\x1b\n" +
+	"\tnode_name\x18\x10 \x01(\tR\bnodeName\"\x12\n" +
 	"\x10ListNodesRequest\"@\n" +
 	"\x11ListNodesResponse\x12+\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x15.allot.v1.NodeSummaryR\x05nodes\"2\n" +

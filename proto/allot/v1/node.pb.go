@@ -281,10 +281,15 @@ func (x *WarmTargets) GetMaxEnis() int32 {
 }
 
 type RegisterRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Node          *NodeIdentity          `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
-	Mode          AddressMode            `protobuf:"varint,2,opt,name=mode,proto3,enum=allot.v1.AddressMode" json:"mode,omitempty"`
-	Warm          *WarmTargets           `protobuf:"bytes,3,opt,name=warm,proto3" json:"warm,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Node  *NodeIdentity          `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Mode  AddressMode            `protobuf:"varint,2,opt,name=mode,proto3,enum=allot.v1.AddressMode" json:"mode,omitempty"`
+	Warm  *WarmTargets           `protobuf:"bytes,3,opt,name=warm,proto3" json:"warm,omitempty"`
+	// node_name is the node's Kubernetes name (the agent's --node-name, from
+	// the downward API's spec.nodeName), shown beside the instance ID in
+	// allotctl, logs and metrics. Empty outside Kubernetes. The broker only
+	// records it: the instance ID stays the node's identity.
+	NodeName      string `protobuf:"bytes,4,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -338,6 +343,13 @@ func (x *RegisterRequest) GetWarm() *WarmTargets {
 		return x.Warm
 	}
 	return nil
+}
+
+func (x *RegisterRequest) GetNodeName() string {
+	if x != nil {
+		return x.NodeName
+	}
+	return ""
 }
 
 type RegisterResponse struct {
@@ -1159,11 +1171,12 @@ const file_allot_v1_node_proto_rawDesc = "" +
 	"\x11minimum_ip_target\x18\x02 \x01(\x05R\x0fminimumIpTarget\x12&\n" +
 	"\x0fwarm_eni_target\x18\x03 \x01(\x05R\rwarmEniTarget\x12,\n" +
 	"\x12warm_prefix_target\x18\x04 \x01(\x05R\x10warmPrefixTarget\x12\x19\n" +
-	"\bmax_enis\x18\x05 \x01(\x05R\amaxEnis\"\x93\x01\n" +
+	"\bmax_enis\x18\x05 \x01(\x05R\amaxEnis\"\xb0\x01\n" +
 	"\x0fRegisterRequest\x12*\n" +
 	"\x04node\x18\x01 \x01(\v2\x16.allot.v1.NodeIdentityR\x04node\x12)\n" +
 	"\x04mode\x18\x02 \x01(\x0e2\x15.allot.v1.AddressModeR\x04mode\x12)\n" +
-	"\x04warm\x18\x03 \x01(\v2\x15.allot.v1.WarmTargetsR\x04warm\"\xb3\x01\n" +
+	"\x04warm\x18\x03 \x01(\v2\x15.allot.v1.WarmTargetsR\x04warm\x12\x1b\n" +
+	"\tnode_name\x18\x04 \x01(\tR\bnodeName\"\xb3\x01\n" +
 	"\x10RegisterResponse\x12!\n" +
 	"\x04enis\x18\x01 \x03(\v2\r.allot.v1.ENIR\x04enis\x12#\n" +
 	"\rmax_addresses\x18\x02 \x01(\x05R\fmaxAddresses\x12\x1a\n" +

@@ -28,7 +28,13 @@ var (
 	instanceTypeRe = regexp.MustCompile(`^[a-z][a-z0-9-]*\.[a-z0-9]+$`)
 	azRe           = regexp.MustCompile(`^[a-z]{2}-[a-z0-9-]*[0-9][a-z]$`)
 	releaseIDRe    = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
+	// nodeNameRe is a Kubernetes object name (an RFC 1123 subdomain), which
+	// node names are; the length is checked apart.
+	nodeNameRe = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
 )
+
+// maxNodeNameLen is Kubernetes' limit on a node name.
+const maxNodeNameLen = 253
 
 // quoteLimit is how much of a bad value an error quotes: enough to see what
 // was sent, never enough to turn a megabyte of garbage into a megabyte of
@@ -201,7 +207,24 @@ func (x *RegisterRequest) Validate() error {
 	if _, ok := AddressMode_name[int32(x.GetMode())]; !ok {
 		return fieldErr("mode", "unknown address mode %d", x.GetMode())
 	}
+	if err := CheckNodeName(x.GetNodeName()); err != nil {
+		return fieldErr("node_name", "%v", err)
+	}
 	return x.GetWarm().Validate()
+}
+
+// CheckNodeName accepts an empty name (not on Kubernetes) or a Kubernetes
+// node name. The agent checks its --node-name with it too, so a bad one is
+// refused at start rather than at every registration.
+func CheckNodeName(v string) error {
+	if v == "" {
+		return nil
+	}
+	if len(v) > maxNodeNameLen || !nodeNameRe.MatchString(v) {
+		return fmt.Errorf("%s is not a Kubernetes node name (want lowercase letters, digits, '-' and '.', at most %d characters)",
+			quote(v), maxNodeNameLen)
+	}
+	return nil
 }
 
 // Validate checks a usage report: IPv4 addresses, none listed twice, none

@@ -39,8 +39,10 @@ type Cluster struct {
 	Broker *Broker
 	// Nodes are the instances, each with its agent.
 	Nodes []*Node
-	// VPCCIDR is the VPC's address range.
+	// VPCCIDR is the VPC's (primary) address range, where nodes are.
 	VPCCIDR netip.Prefix
+	// PodNetworks are the pod networks set at start (CustomNetworking).
+	PodNetworks []PodNetwork
 
 	cni     *libcni.CNIConfig
 	outside *outsideServer
@@ -86,6 +88,9 @@ func (c Config) scenario() scenario.Scenario {
 	sc := scenario.Scenario{
 		Region: "us-east-1", AccountID: "123456789012",
 		VPCs: []scenario.VPC{{CIDRs: []string{vpcCIDR.String()}, Tags: map[string]string{"Name": "allot-cluster"}, Subnets: subnets}},
+	}
+	if c.CustomNetworking {
+		sc.VPCs = []scenario.VPC{customNetworkingVPC()}
 	}
 	for i := range c.Nodes {
 		sc.Instances = append(sc.Instances, scenario.Instance{
@@ -153,6 +158,11 @@ func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 	}
 	if err := c.Broker.Start(ctx); err != nil {
 		return c, err
+	}
+	if cfg.CustomNetworking {
+		if err := c.setPodNetworks(ctx); err != nil {
+			return c, err
+		}
 	}
 	log.Info("awssim, data plane and broker up", "ec2", c.Sim.EC2Endpoint(), "broker", c.Broker.Addr,
 		"elapsed", time.Since(started).Round(time.Millisecond))

@@ -33,6 +33,11 @@ type Config struct {
 	TimeScale float64
 	// Mode is ModeSecondaryIP (default) or ModePrefix.
 	Mode string
+	// CustomNetworking runs the custom-networking layout: nodes in
+	// 10.0.0.0/16, pods in two 100.64.0.0/16 subnets per zone, and a pod
+	// network per zone set through the broker's API before the nodes join
+	// (customnet.go).
+	CustomNetworking bool
 	// Warm are the agents' warm-pool targets; zero means aws-vpc-cni's
 	// default (one warm ENI, or one warm prefix).
 	Warm WarmTargets

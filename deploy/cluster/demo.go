@@ -22,6 +22,9 @@ type DemoConfig struct {
 	// SettleTimeout bounds the wait, after every pod is deleted, for the
 	// cluster to be back within its warm targets; default 3 minutes.
 	SettleTimeout time.Duration
+	// AtPeak, if set, is called once every pod has its address, before
+	// the connectivity checks: tests look at the running cluster there.
+	AtPeak func(ctx context.Context, c *Cluster, pods []*Pod)
 }
 
 // RunDemo runs the whole story: start a cluster, create PodsPerNode pods on
@@ -89,6 +92,12 @@ func RunDemo(ctx context.Context, cfg DemoConfig, progress io.Writer) (rep *Repo
 	}
 	rep.EC2Burst = callsBetween(joined, peak)
 	pods := rep.addFigures(c, results)
+	if cc.CustomNetworking {
+		rep.addCustomNetworking(ctx, c, pods)
+	}
+	if cfg.AtPeak != nil {
+		cfg.AtPeak(ctx, c, pods)
+	}
 	say("%d of %d pods have an address after %.1f s", rep.PodsWithAddress, rep.Pods, rep.BurstSeconds)
 	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	c.WaitReported(rctx, rep.PodsWithAddress)

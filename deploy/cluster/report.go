@@ -48,6 +48,12 @@ type Report struct {
 	// Budgets are `allotctl budgets -o json` at the peak.
 	Budgets      json.RawMessage `json:"budgets,omitempty"`
 	BudgetsTable string          `json:"-"`
+	// With custom networking: the pod networks set at start, `allotctl
+	// pod-networks list`, and where each pod's address came from at the
+	// peak (the EC2 API's view).
+	PodNetworks      []PodNetwork    `json:"pod_networks,omitempty"`
+	PodNetworksTable string          `json:"-"`
+	Origins          []AddressOrigin `json:"address_origins,omitempty"`
 	// CheckTable is `allotctl check` at the end, after every pod was
 	// deleted.
 	CheckTable string `json:"-"`
@@ -92,7 +98,11 @@ func (r *Report) finish() {
 
 // WriteText prints the report for people.
 func (r *Report) WriteText(w io.Writer) {
-	fmt.Fprintf(w, "\n== allot demo %s: %d × %s, %s mode, time scale %g\n\n", r.Run, r.Nodes, r.InstanceType, r.Mode, r.TimeScale)
+	layout := ""
+	if len(r.PodNetworks) > 0 {
+		layout = ", custom networking"
+	}
+	fmt.Fprintf(w, "\n== allot demo %s: %d × %s, %s mode%s, time scale %g\n\n", r.Run, r.Nodes, r.InstanceType, r.Mode, layout, r.TimeScale)
 	par := "all at once"
 	if r.Parallel > 0 {
 		par = fmt.Sprintf("%d at a time per node", r.Parallel)
@@ -110,6 +120,7 @@ func (r *Report) WriteText(w io.Writer) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\n", n.Name, n.InstanceID, n.SubnetID, n.PrimaryIP, n.Pods, n.ENIs, n.Addresses)
 	}
 	_ = tw.Flush()
+	r.writeCustomNetworking(w)
 
 	fmt.Fprintln(w, "\nEC2 calls (awssim admin counters):")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

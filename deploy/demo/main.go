@@ -6,7 +6,13 @@
 // SNAT to an outside host with real packets, deletes every pod, checks
 // nothing leaked, and removes everything it created. It needs root.
 //
-//	demo [--nodes 3] [--pods-per-node 20] [--parallel 4] [--time-scale 10] [--mode secondary-ip|prefix]
+//	demo [--nodes 3] [--pods-per-node 20] [--parallel 4] [--time-scale 10] [--mode secondary-ip|prefix] [--custom-networking]
+//
+// With --custom-networking the nodes sit in 10.0.0.0/16 while a pod
+// network per zone, set through the broker's API as an operator would,
+// puts every new ENI, and so every pod, in 100.64.0.0/16 subnets with
+// security groups of their own; the report says where each pod's address
+// came from.
 //
 // It exits 0 when every check passed, 1 when one failed or the run broke,
 // 2 on a usage error and 130 when interrupted (after cleaning up; a second
@@ -49,6 +55,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		"every node shares this machine's CPUs, a real node has its own)")
 	fs.Float64Var(&c.TimeScale, "time-scale", 10, "simulated seconds per real second (EC2 token buckets, detaches, IMDS lag and the broker's timers)")
 	fs.StringVar(&c.Mode, "mode", cluster.ModeSecondaryIP, "address mode: secondary-ip or prefix")
+	fs.BoolVar(&c.CustomNetworking, "custom-networking", false, "nodes in 10.0.0.0/16, pods in 100.64.0.0/16 subnets: "+
+		"a pod network per zone set through the broker's API before the nodes join (docs/demo.md)")
 	fs.StringVar(&c.InstanceType, "instance-type", "c5.xlarge", "instance type of every node")
 	fs.IntVar(&c.Warm.WarmIPs, "warm-ip-target", 0, "agents' WARM_IP_TARGET (default: one warm ENI, or one warm prefix)")
 	fs.IntVar(&c.Warm.MinimumIPs, "minimum-ip-target", 0, "agents' MINIMUM_IP_TARGET")

@@ -27,81 +27,6 @@ import (
 	"github.com/allotnet/allot/agent/daemon"
 )
 
-// System says who calls EC2 in a variant.
-type System string
-
-// The systems compared.
-const (
-	// SystemAllot is allot: the agents ask the broker, the broker alone
-	// calls EC2.
-	SystemAllot System = "allot"
-	// SystemIPAMD is the baseline: every node calls EC2 itself as
-	// aws-vpc-cni's ipamd does.
-	SystemIPAMD System = "ipamd"
-)
-
-// Variant is one burst of the run.
-type Variant struct {
-	System System
-	Mode   daemon.Mode
-	// Share is the fraction of each EC2 bucket the broker may use (allot);
-	// the baseline always has the whole account.
-	Share float64
-	// TableError runs allot with its bucket table wrong by this fraction:
-	// +0.2 means the broker believes every bucket is 20% larger (and
-	// faster) than EC2's, -0.2 20% smaller. Zero: the table is right.
-	TableError float64
-	// Tenant is the fraction of every bucket another tool in the account
-	// takes during the burst (throttle.Limiter.SetTenant). Zero: none.
-	Tenant float64
-}
-
-// Name is how tables and the JSON line name the variant.
-func (v Variant) Name() string {
-	if v.System == SystemIPAMD {
-		return fmt.Sprintf("ipamd/%s", v.Mode)
-	}
-	name := fmt.Sprintf("allot/%s/share=%g", v.Mode, v.Share)
-	if v.TableError != 0 {
-		name += fmt.Sprintf("/table%+g%%", 100*v.TableError)
-	}
-	if v.Tenant != 0 {
-		name += fmt.Sprintf("/tenant=%g", v.Tenant)
-	}
-	return name
-}
-
-// brokerShare is the bucket share the broker is configured with: the
-// variant's, shrunk by a table error that makes it believe the buckets
-// smaller than they are (a larger belief is made by shrinking awssim's
-// buckets instead: cloudBucketScale).
-func (v Variant) brokerShare() float64 {
-	if v.TableError < 0 {
-		return v.Share * (1 + v.TableError)
-	}
-	return v.Share
-}
-
-// cloudBucketScale is what awssim's buckets (size and refill) are scaled
-// by: 1/(1+e) for a table that is e too large, else 1.
-func (v Variant) cloudBucketScale() float64 {
-	if v.TableError > 0 {
-		return 1 / (1 + v.TableError)
-	}
-	return 1
-}
-
-// boundShare is the share of EC2's default buckets the lower bound is
-// computed at: what the variant could use at best, given its own share,
-// the account's real buckets and the other tenant's part.
-func (v Variant) boundShare() float64 {
-	s := v.Share
-	if v.System != SystemAllot {
-		s = 1
-	}
-	return min(s, v.cloudBucketScale(), 1-v.Tenant)
-}
-
 // Spawner builds the command that runs this program in a child role
 // ("broker" or "cloud") with the given arguments. The benchmark binary
 // re-executes itself; nil runs every role in the harness's own process.
@@ -134,8 +59,13 @@ type Config struct {
 	// (throttle.Semantics); the defaults are EC2's documented model.
 	SharedDescribe bool
 	DiscreteRefill bool
-	// Baseline adds the ipamd baseline for every mode.
+	// Baseline adds the ipamd baseline for every mode, at its defaults
+	// and with each of IPAMDTuned's configurations for the mode.
 	Baseline bool
+	// IPAMDTuned lists, per mode, ipamd configurations to run besides the
+	// defaults, each a comma-separated list of its settings
+	// (ipamd.ParseTuning).
+	IPAMDTuned map[daemon.Mode][]string
 	// SubnetDiscovery makes the baseline call DescribeSubnets before each
 	// CreateNetworkInterface, as ipamd does by default
 	// (ENABLE_SUBNET_DISCOVERY=true).
@@ -351,30 +281,6 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
-}
-
-// Variants lists the bursts of the run in order: per mode, allot at each
-// share, with each table error, with each other tenant at each share, then
-// the baseline.
-func (c Config) Variants() []Variant {
-	var out []Variant
-	for _, m := range c.Modes {
-		for _, s := range c.Shares {
-			out = append(out, Variant{System: SystemAllot, Mode: m, Share: s})
-		}
-		for _, e := range c.TableErrors {
-			out = append(out, Variant{System: SystemAllot, Mode: m, Share: 1, TableError: e})
-		}
-		for _, f := range c.Tenants {
-			for _, s := range c.Shares {
-				out = append(out, Variant{System: SystemAllot, Mode: m, Share: s, Tenant: f})
-			}
-		}
-		if c.Baseline {
-			out = append(out, Variant{System: SystemIPAMD, Mode: m, Share: 1})
-		}
-	}
-	return out
 }
 
 // wall converts a simulated duration to wall time at the run's scale.

@@ -24,6 +24,7 @@ func TestVariantBuckets(t *testing.T) {
 		{Variant{System: SystemAllot, Mode: daemon.ModeSecondaryIP, Share: 1, Tenant: 0.5}, "allot/secondary-ip/share=1/tenant=0.5", 1, 1, 0.5},
 		{Variant{System: SystemAllot, Mode: daemon.ModeSecondaryIP, Share: 0.3, Tenant: 0.5}, "allot/secondary-ip/share=0.3/tenant=0.5", 0.3, 1, 0.3},
 		{Variant{System: SystemIPAMD, Mode: daemon.ModePrefix, Share: 1}, "ipamd/prefix", 1, 1, 1},
+		{Variant{System: SystemIPAMD, Mode: daemon.ModePrefix, Share: 1, Tuning: "WARM_PREFIX_TARGET=3"}, "ipamd/prefix/WARM_PREFIX_TARGET=3", 1, 1, 1},
 	} {
 		if got := tc.v.Name(); got != tc.name {
 			t.Errorf("Name() = %q, want %q", got, tc.name)
@@ -50,5 +51,22 @@ func TestCloudBucketScale(t *testing.T) {
 	}
 	if sc := (CloudConfig{Nodes: 1, InstanceType: "c5.xlarge", Subnets: 1}).Scenario(); len(sc.Throttle.Buckets) != 0 {
 		t.Errorf("unscaled cloud overrides buckets: %v", sc.Throttle.Buckets)
+	}
+}
+
+// TestParseTunings checks the per-mode ipamd configurations flag and that a
+// bad setting is refused with a clear error.
+func TestParseTunings(t *testing.T) {
+	got, err := ParseTunings(DefaultIPAMDTuned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got[daemon.ModeSecondaryIP]) != 1 || got[daemon.ModePrefix][0] != "WARM_PREFIX_TARGET=3" {
+		t.Errorf("ParseTunings(default) = %v", got)
+	}
+	for _, bad := range []string{"prefix:WARM_PREFIX_TARGET=x", "prefix:NOPE=1", "ipv6:WARM_IP_TARGET=1", "WARM_IP_TARGET=1"} {
+		if _, err := ParseTunings(bad); err == nil {
+			t.Errorf("ParseTunings(%q) accepted", bad)
+		}
 	}
 }

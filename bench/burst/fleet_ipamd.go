@@ -19,6 +19,7 @@ import (
 type ipamdFleet struct {
 	cfg    Config
 	mode   daemon.Mode
+	tuning ipamd.Tuning
 	ec2URL string
 	limits pool.Limits
 	hc     *http.Client
@@ -32,11 +33,18 @@ type ipamdFleet struct {
 	wg       sync.WaitGroup
 }
 
-// newIPAMDFleet returns an empty baseline fleet; join adds nodes to it.
-func newIPAMDFleet(ctx context.Context, cfg Config, mode daemon.Mode, ec2URL string) (*ipamdFleet, error) {
+// newIPAMDFleet returns an empty baseline fleet with the variant's
+// configuration; join adds nodes to it.
+func newIPAMDFleet(ctx context.Context, cfg Config, v Variant, ec2URL string) (*ipamdFleet, error) {
 	limits, ok := catalogLimits(cfg.InstanceType)
 	if !ok {
 		return nil, fmt.Errorf("instance type %s: limits unknown", cfg.InstanceType)
+	}
+	base := ipamd.DefaultTuning()
+	base.SubnetDiscovery = cfg.SubnetDiscovery
+	tuning, err := ipamd.ParseTuning(base, v.Tuning)
+	if err != nil {
+		return nil, err
 	}
 	// One transport for all nodes: hundreds of SDK clients each keeping
 	// their own idle connections would run loopback out of ports; EC2's
@@ -44,7 +52,7 @@ func newIPAMDFleet(ctx context.Context, cfg Config, mode daemon.Mode, ec2URL str
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 512, 512
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	return &ipamdFleet{cfg: cfg, mode: mode, ec2URL: ec2URL, limits: limits, hc: &http.Client{Transport: tr},
+	return &ipamdFleet{cfg: cfg, mode: v.Mode, tuning: tuning, ec2URL: ec2URL, limits: limits, hc: &http.Client{Transport: tr},
 		runCtx: runCtx, cancel: cancel}, nil
 }
 
@@ -57,21 +65,20 @@ func (f *ipamdFleet) join(ctx context.Context, insts []awssim.AdminInstance) err
 	g.SetLimit(32)
 	for i, inst := range insts {
 		g.Go(func() error {
-			n, err := ipamd.New(ipamd.Config{
+			nc := ipamd.Config{
 				InstanceID: inst.ID, IMDSEndpoint: inst.IMDSEndpoint, EC2Endpoint: f.ec2URL,
-				HTTPClient:       f.hc,
-				PrefixMode:       f.mode == daemon.ModePrefix,
-				WarmENITarget:    1,
-				WarmPrefixTarget: 1,
-				MaxENIs:          f.limits.MaxENIs,
-				IPv4PerENI:       f.limits.IPv4PerENI,
+				HTTPClient: f.hc,
+				PrefixMode: f.mode == daemon.ModePrefix,
+				MaxENIs:    f.limits.MaxENIs,
+				IPv4PerENI: f.limits.IPv4PerENI,
 				// eni-max-pods.txt: ENIs x (addresses per ENI - 1) + 2.
-				MaxPods:         f.limits.MaxENIs*(f.limits.IPv4PerENI-1) + 2,
-				SubnetDiscovery: f.cfg.SubnetDiscovery,
-				MaxAttempts:     f.cfg.BaselineMaxAttempts,
-				TimeScale:       f.cfg.TimeScale,
-				Logger:          f.cfg.Logger,
-			})
+				MaxPods:     f.limits.MaxENIs*(f.limits.IPv4PerENI-1) + 2,
+				MaxAttempts: f.cfg.BaselineMaxAttempts,
+				TimeScale:   f.cfg.TimeScale,
+				Logger:      f.cfg.Logger,
+			}
+			f.tuning.Apply(&nc)
+			n, err := ipamd.New(nc)
 			if err != nil {
 				return err
 			}
@@ -118,6 +125,15 @@ func (f *ipamdFleet) backends() []cni {
 	out := make([]cni, len(f.nodes))
 	for i, n := range f.nodes {
 		out[i] = n
+	}
+	return out
+}
+
+// poolActions returns each node's pool increases so far.
+func (f *ipamdFleet) poolActions() []int64 {
+	out := make([]int64, len(f.nodes))
+	for i, n := range f.nodes {
+		out[i] = n.PoolActions()
 	}
 	return out
 }

@@ -72,9 +72,16 @@ type Result struct {
 	// LowerBoundSim is lowerbound.LowerBound of Minimum at this share (the
 	// baseline: at the whole account); Ratio is completion over it (0 when
 	// the bound is 0: every minimum call fits in the full buckets).
-	LowerBoundSim float64     `json:"lower_bound_s"`
-	Ratio         float64     `json:"ratio"`
-	TTA           Percentiles `json:"time_to_address_s"`
+	LowerBoundSim float64 `json:"lower_bound_s"`
+	Ratio         float64 `json:"ratio"`
+	// OwnFloorSim is the system's own call-pattern floor (ownFloor): the
+	// shortest time the calls it chose to make allow, bounded by OwnFloorBy
+	// (EC2's buckets, its client-side limiter or its per-node loop);
+	// OwnRatio is completion over it.
+	OwnFloorSim float64     `json:"own_floor_s"`
+	OwnFloorBy  string      `json:"own_floor_by,omitempty"`
+	OwnRatio    float64     `json:"own_ratio"`
+	TTA         Percentiles `json:"time_to_address_s"`
 	// Attempts is ADD attempts over all pods (1 per pod without retries).
 	Attempts int `json:"attempts"`
 	// FailedAdds counts failed attempts by gRPC code.
@@ -244,6 +251,18 @@ func (r Report) WriteTable(w io.Writer) error {
 		}
 		return fmt.Sprintf("%s%.3f", more(x), x.Ratio)
 	})
+	row("own call-pattern floor (sim s)", func(x Result) string {
+		if x.OwnFloorBy == "" {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f (%s)", x.OwnFloorSim, x.OwnFloorBy)
+	})
+	row("completion / own floor", func(x Result) string {
+		if x.OwnFloorSim == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%s%.3f", more(x), x.OwnRatio)
+	})
 	row("time to address p50", func(x Result) string { return fmt.Sprintf("%.1f", x.TTA.P50) })
 	row("p90", func(x Result) string { return fmt.Sprintf("%.1f", x.TTA.P90) })
 	row("p99", func(x Result) string { return fmt.Sprintf("%.1f", x.TTA.P99) })
@@ -339,7 +358,7 @@ func (r Report) WriteTable(w io.Writer) error {
 }
 
 // ResultHeader is the header of the one-line results WriteLine prints.
-const ResultHeader = "# result: variant nodes seed scale status placed completion_s bound_s ratio p99_s RequestLimitExceeded"
+const ResultHeader = "# result: variant nodes seed scale status placed completion_s bound_s ratio own_floor_s own_ratio p99_s RequestLimitExceeded"
 
 // WriteLine prints the result as one line under ResultHeader, then the
 // result alone as one JSON line ({"result": …}), so a run that dies later
@@ -352,8 +371,13 @@ func (x Result) WriteLine(w io.Writer) error {
 			ratio = ">" + ratio
 		}
 	}
-	line := fmt.Sprintf("result: %s %d %d %g %s %d/%d %.1f %.1f %s %.1f %d",
-		x.Variant, x.Nodes, x.Seed, x.TimeScale, x.Status, x.Placed, x.Pods, x.CompletionSim, x.LowerBoundSim, ratio, x.TTA.P99, x.Throttled)
+	own := "-"
+	if x.OwnFloorSim > 0 {
+		own = fmt.Sprintf("%.3f", x.OwnRatio)
+	}
+	line := fmt.Sprintf("result: %s %d %d %g %s %d/%d %.1f %.1f %s %.1f %s %.1f %d",
+		x.Variant, x.Nodes, x.Seed, x.TimeScale, x.Status, x.Placed, x.Pods, x.CompletionSim, x.LowerBoundSim, ratio,
+		x.OwnFloorSim, own, x.TTA.P99, x.Throttled)
 	if x.Error != "" {
 		line += " error: " + x.Error
 	}

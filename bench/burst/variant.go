@@ -115,7 +115,7 @@ func runVariant(ctx context.Context, cfg Config, v Variant, work string) (res Re
 		defer af.stop()
 		f = af
 	case SystemIPAMD:
-		if ipf, err = newIPAMDFleet(ctx, cfg, v.Mode, cloud.ec2); err != nil {
+		if ipf, err = newIPAMDFleet(ctx, cfg, v, cloud.ec2); err != nil {
 			return res, err
 		}
 		defer ipf.stop()
@@ -176,6 +176,11 @@ func runVariant(ctx context.Context, cfg Config, v Variant, work string) (res Re
 		}
 	}
 	cloudStart, _ := procOf(cloud.pid)
+	var terms []floorTerm
+	var actionsBefore []int64
+	if ipf != nil {
+		actionsBefore = ipf.poolActions()
+	}
 	nodesStart := SelfProcStats()
 	progress("burst: %d pods on %d nodes; lower bound %.1fs simulated", res.Pods, cfg.Nodes, res.LowerBoundSim)
 
@@ -191,6 +196,9 @@ func runVariant(ctx context.Context, cfg Config, v Variant, work string) (res Re
 
 	nodesEnd := SelfProcStats()
 	cloudEnd, _ := procOf(cloud.pid)
+	if ipf != nil {
+		terms = append(terms, loopTerm("ipamd's 5 s pool loop", 5*time.Second, actionsBefore, ipf.poolActions()))
+	}
 	var bBurst BrokerStats
 	if broker != nil {
 		if bBurst, err = broker.stats(ctx); err != nil {
@@ -219,13 +227,17 @@ func runVariant(ctx context.Context, cfg Config, v Variant, work string) (res Re
 		return res, err
 	}
 	res.Calls, res.Errors = map[string]int64{}, map[string]int64{}
+	throttled := map[string]int64{}
 	for a, c := range counters {
 		res.Calls[a] = c.Calls
 		res.Throttled += c.Throttled
+		throttled[a] = c.Throttled
 		if c.Errors > 0 {
 			res.Errors[a] = c.Errors
 		}
 	}
+	own, by := ownFloor(res.Calls, throttled, lbShare, terms...)
+	res.OwnFloorSim, res.OwnFloorBy = own.Seconds(), by
 	res.CallsAtMinimum = atMinimum(res.Calls, res.Minimum)
 	if v.Tenant > 0 {
 		if st, err := cloud.admin.Throttle(ctx); err == nil {
@@ -281,6 +293,11 @@ func runVariant(ctx context.Context, cfg Config, v Variant, work string) (res Re
 // podFigures fills the per-pod figures: completion, its ratio to the
 // bound, time-to-address percentiles and attempts.
 func podFigures(cfg Config, res *Result, pods []podResult, took time.Duration) {
+	defer func() {
+		if res.OwnFloorSim > 0 {
+			res.OwnRatio = res.CompletionSim / res.OwnFloorSim
+		}
+	}()
 	var ttas []time.Duration
 	var last time.Duration
 	for _, p := range pods {

@@ -47,7 +47,7 @@ func TestStartSupervised(t *testing.T) {
 	throttled := map[string]awssim.Fault{"DescribeNetworkInterfaces": {ErrorRate: 1, ErrorCode: "RequestLimitExceeded"}}
 	sim.SetFaults(throttled)
 	n, err := New(Config{InstanceID: insts[0].ID, IMDSEndpoint: imdsURL, EC2Endpoint: sim.EC2Endpoint(),
-		MaxENIs: 4, IPv4PerENI: 15, TimeScale: scale})
+		MaxENIs: 4, IPv4PerENI: 15, TimeScale: scale, MaxAttempts: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,35 +1,52 @@
 // Package ipamd is the burst benchmark's baseline: one node's aws-vpc-cni
 // ipamd, reduced to what a scale-up burst exercises and calling the real
-// EC2 API (awssim) through the real SDK with the SDK's standard retryer.
+// EC2 API (awssim) through the real SDK.
 //
-// What it models, from aws/amazon-vpc-cni-k8s (docs/benchmarks.md cites the
-// lines):
+// It follows aws/amazon-vpc-cni-k8s at v1.23.1 (commit b52188387f2e,
+// "Prepare v1.23.1 release"); docs/benchmarks.md lists what is modelled
+// and what is left out:
 //
-//   - pkg/ipamd/ipamd.go StartNodeIPPoolManager: a loop every 5 s
-//     (ipPoolMonitorInterval; it sleeps half, checks the pool, sleeps the
-//     other half). isDatastorePoolTooLow: with WARM_ENI_TARGET=1 the pool is
-//     low while fewer than one ENI's worth of addresses (maxIPsPerENI, the
-//     type's IPv4 addresses per ENI minus the primary) are available; with
-//     prefix delegation and WARM_PREFIX_TARGET=1, while fewer than 16.
+//   - pkg/ipamd/ipamd.go nodeInit (Start): DescribeAllENIs (one
+//     DescribeNetworkInterfaces of the attached ENIs, retried up to 12
+//     times), TagENI (CreateTags of the primary ENI's missing tags),
+//     setupENI of the primary ENI (with subnet discovery, IsSubnetExcluded:
+//     a DescribeSubnets of the VPC and zone, retried 5 times 10 s apart),
+//     RefreshSGIDs (ModifyNetworkInterfaceAttribute with the security groups
+//     of every ENI, since a fresh process has none cached) and
+//     handlePreScaling (the first increaseDatastorePool; its failure fails
+//     nodeInit, and the process exits).
+//   - StartNodeIPPoolManager: a loop every 5 s (ipPoolMonitorInterval; it
+//     sleeps half, checks the pool, sleeps the other half).
+//     isDatastorePoolTooLow with WARM_ENI_TARGET / WARM_PREFIX_TARGET, or
+//     with WARM_IP_TARGET / MINIMUM_IP_TARGET when either is set
+//     (datastoreTargetState).
 //   - increaseDatastorePool: first tryAssignIPs / tryAssignPrefixes, one
-//     AssignPrivateIpAddresses on the first ENI with room (all the room in
-//     secondary-IP mode; max(1, WARM_PREFIX_TARGET - free prefixes)
-//     prefixes in prefix mode; on failure once more for a single one);
-//     only if that added nothing, tryAllocateENI: one new ENI per loop.
-//   - pkg/awsutils/awsutils.go AllocENI: DescribeSubnets (subnet discovery,
-//     on by default), CreateNetworkInterface with the addresses or
-//     prefixes in the same call, DescribeInstances for a free device index,
+//     AssignPrivateIpAddresses on the first ENI with room (all its room in
+//     secondary-IP mode, or the shortfall of WARM_IP_TARGET /
+//     MINIMUM_IP_TARGET; getPrefixesNeeded prefixes in prefix mode; on
+//     failure once more for a single one); only if that added nothing,
+//     tryAllocateENI: one new ENI per loop with GetENIResourcesToAllocate
+//     addresses or prefixes.
+//   - pkg/awsutils/awsutils.go AllocENI: createENI (DescribeSubnets for
+//     subnet discovery; on failure a second one from IsSubnetExcluded, and
+//     when that fails too the creation is abandoned),
+//     CreateNetworkInterface with the addresses or prefixes in the same
+//     call, DescribeInstances for a free device index,
 //     AttachNetworkInterface, ModifyNetworkInterfaceAttribute
 //     (DeleteOnTermination); a failed attach deletes the ENI, a failed
 //     modify frees it (describe, detach, 2 s, delete). Then
-//     WaitForENIAndIPsAttached polls IMDS with a 100 ms doubling backoff.
+//     WaitForENIAndIPsAttached polls IMDS with a 100 ms doubling backoff,
+//     and setupENI adds the ENI and, with subnet discovery, lists the
+//     subnets again (IsSubnetExcluded, uncached) before it adds the
+//     addresses: two DescribeSubnets per new ENI.
 //   - An ADD with no free address fails at once; the CNI plugin returns the
 //     error and kubelet retries the sandbox.
 //
-// Every EC2 call goes through the SDK's standard retryer (3 attempts,
-// exponential jitter backoff up to 20 s, its retry token bucket), which is
-// what ipamd's EC2 client gets from config.LoadDefaultConfig; the backoff
-// delays are divided by the time scale. Every ipamd timer is scaled too.
+// Every EC2 call goes through the SDK's standard retryer with 10 attempts
+// (pkg/awsutils/awssession: config.WithRetryMaxAttempts(maxRetries = 10),
+// retry.NewStandard(): exponential jitter backoff up to 20 s and the
+// retryer's token bucket); the backoff delays are divided by the time
+// scale, as is every ipamd timer.
 package ipamd
 
 import (
@@ -39,17 +56,16 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/allotnet/allot/agent/cniserver"
 	"github.com/allotnet/allot/agent/identity"
-	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 
 // ipamd's constants (pkg/ipamd/ipamd.go, pkg/awsutils/awsutils.go).
@@ -61,6 +77,15 @@ const (
 	maxENIBackoffDelay  = time.Minute
 	// sleepAfterDetach is freeENI's wait before the delete.
 	sleepAfterDetach = 2 * time.Second
+	// maxRetryCheckENI and eniAttachTime bound nodeInit's retries of
+	// setupENI.
+	maxRetryCheckENI = 5
+	eniAttachTime    = 10 * time.Second
+	// DefaultMaxAttempts is the SDK attempts per EC2 call
+	// (pkg/awsutils/awssession maxRetries).
+	DefaultMaxAttempts = 10
+	// eniNodeTagKey is the tag TagENI and createENI put on every ENI.
+	eniNodeTagKey = "node.k8s.amazonaws.com/instance_id"
 )
 
 // Config is one node's ipamd.
@@ -73,18 +98,22 @@ type Config struct {
 	HTTPClient *http.Client
 	PrefixMode bool
 	// WarmENITarget (secondary-IP mode) and WarmPrefixTarget (prefix mode)
-	// are the manifest's defaults, 1 and 1.
+	// are the manifest's defaults, 1 and 1. WarmIPTarget and
+	// MinimumIPTarget (0: unset) take precedence over both when set.
 	WarmENITarget    int
 	WarmPrefixTarget int
+	WarmIPTarget     int
+	MinimumIPTarget  int
 	// MaxENIs and IPv4PerENI are the instance type's limits.
 	MaxENIs    int
 	IPv4PerENI int
 	// MaxPods stops growth once the pool holds this many (eni-max-pods).
 	MaxPods int
-	// SubnetDiscovery calls DescribeSubnets before each create.
+	// SubnetDiscovery is ENABLE_SUBNET_DISCOVERY (on by default): subnets
+	// are listed to create an ENI and again to set it up.
 	SubnetDiscovery bool
-	// MaxAttempts is the SDK retryer's attempts per call (default 3, what
-	// config.LoadDefaultConfig gives).
+	// MaxAttempts is the SDK retryer's attempts per call (default 10, what
+	// ipamd's awssession configures).
 	MaxAttempts int
 	// TimeScale divides every delay.
 	TimeScale float64
@@ -107,6 +136,8 @@ type Node struct {
 	// when the pool last grew (wall clock); both under ds.mu.
 	errs       map[string]int
 	lastAction time.Time
+	// actions counts the pool increases that added addresses or an ENI.
+	actions atomic.Int64
 }
 
 // New builds the node's SDK and IMDS clients.
@@ -134,6 +165,7 @@ func New(cfg Config) (*Node, error) {
 		HTTPClient:  cfg.HTTPClient,
 		Retryer: func() aws.Retryer {
 			return retry.NewStandard(func(o *retry.StandardOptions) {
+				o.MaxAttempts = DefaultMaxAttempts
 				if cfg.MaxAttempts > 0 {
 					o.MaxAttempts = cfg.MaxAttempts
 				}
@@ -177,37 +209,6 @@ func (n *Node) sleep(ctx context.Context, sim time.Duration) error {
 	}
 }
 
-// Start is nodeInit: the node's identity from IMDS, one DescribeNetworkInterfaces
-// of its attached ENIs (DescribeAllENIs), and the primary ENI in the
-// datastore. The pool is filled by Run. A failed Start is a failed
-// nodeInit: the real ipamd exits, and StartSupervised restarts it.
-func (n *Node) Start(ctx context.Context) error {
-	// A restarted ipamd rebuilds its datastore from nothing.
-	n.ds.reset()
-	id, err := identity.Fetch(ctx, n.imds)
-	if err != nil {
-		return fmt.Errorf("ipamd %s: identity: %w", n.cfg.InstanceID, err)
-	}
-	p, ok := id.Primary()
-	if !ok {
-		return fmt.Errorf("ipamd %s: no primary ENI in IMDS", n.cfg.InstanceID)
-	}
-	n.subnetID, n.vpcID, n.az, n.securityGroups = p.SubnetID, p.VPCID, id.AvailabilityZone, p.SecurityGroupIDs
-	if _, err := n.ec2.DescribeNetworkInterfaces(ctx, &ec2.DescribeNetworkInterfacesInput{
-		Filters: []types.Filter{{Name: aws.String("attachment.instance-id"), Values: []string{n.cfg.InstanceID}}},
-	}); err != nil {
-		return fmt.Errorf("ipamd %s: describe ENIs: %w", n.cfg.InstanceID, err)
-	}
-	for _, m := range id.ENIs {
-		n.ds.addENI(m.ENIID, m.DeviceNumber, m.MAC == id.PrimaryMAC)
-		if len(m.IPv4s) > 1 {
-			n.ds.addIPs(m.ENIID, m.IPv4s[1:])
-		}
-		n.ds.addPrefixes(m.ENIID, m.Prefixes)
-	}
-	return nil
-}
-
 // Run is StartNodeIPPoolManager until ctx ends.
 func (n *Node) Run(ctx context.Context) {
 	half := poolMonitorInterval / 2
@@ -241,16 +242,6 @@ func (n *Node) Settled() bool {
 		return true
 	}
 	return s.enis >= n.cfg.MaxENIs && len(n.ds.allocatable(n.maxIPsPerENI, n.cfg.PrefixMode)) == 0
-}
-
-func (n *Node) tooLow(s stats) bool {
-	if n.cfg.MaxPods > 0 && s.total >= n.cfg.MaxPods {
-		return false
-	}
-	if n.cfg.PrefixMode {
-		return s.available() < allotv1.PrefixSize*n.cfg.WarmPrefixTarget || (n.cfg.WarmPrefixTarget == 0 && s.available() == 0)
-	}
-	return s.available() < n.maxIPsPerENI*n.cfg.WarmENITarget || (n.cfg.WarmENITarget == 0 && s.available() == 0)
 }
 
 func (n *Node) updateIPPoolIfRequired(ctx context.Context) {
@@ -288,7 +279,11 @@ func (n *Node) Errors() map[string]int {
 	return out
 }
 
+// PoolActions is how many times the pool manager has grown the pool.
+func (n *Node) PoolActions() int64 { return n.actions.Load() }
+
 func (n *Node) poolActionNow() {
+	n.actions.Add(1)
 	n.ds.mu.Lock()
 	n.lastAction = time.Now()
 	n.ds.mu.Unlock()

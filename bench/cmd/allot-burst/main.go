@@ -123,7 +123,8 @@ func parseFlags(args []string, stderr io.Writer) (burst.Config, logfmt.Options, 
 	tenants := fs.String("tenants", "", "also run allot at every share with another tool taking each fraction of every bucket, comma-separated (e.g. 0.5)")
 	fs.BoolVar(&cfg.Baseline, "baseline", true, "also run the aws-vpc-cni ipamd baseline for every mode")
 	fs.BoolVar(&cfg.SubnetDiscovery, "subnet-discovery", true, "baseline: DescribeSubnets before each CreateNetworkInterface (ipamd's default)")
-	fs.IntVar(&cfg.BaselineMaxAttempts, "baseline-max-attempts", 0, "baseline: SDK attempts per EC2 call (0: the SDK default, 3)")
+	fs.IntVar(&cfg.BaselineMaxAttempts, "baseline-max-attempts", 0, "ipamd baseline: SDK attempts per EC2 call (0: ipamd's own, 10)")
+	ipamdTuned := fs.String("ipamd-tuned", burst.DefaultIPAMDTuned, "ipamd configurations to run besides the defaults, as mode:SETTING=V,SETTING=V entries separated by ';' (empty: none)")
 	fs.IntVar(&cfg.Subnets, "subnets", burst.DefaultSubnets, "node subnets (a /16 each, over three AZs)")
 	fs.IntVar(&cfg.JoinBatch, "join-batch", burst.DefaultJoinBatch, "nodes that join at a time, each batch warm before the next")
 	fs.DurationVar(&cfg.Deadline, "deadline", burst.DefaultDeadline, "longest a burst may take, simulated")
@@ -157,6 +158,9 @@ func parseFlags(args []string, stderr io.Writer) (burst.Config, logfmt.Options, 
 		return cfg, level, profile, err
 	}
 	if cfg.Tenants, err = floats("tenants", *tenants); err != nil {
+		return cfg, level, profile, err
+	}
+	if cfg.IPAMDTuned, err = burst.ParseTunings(*ipamdTuned); err != nil {
 		return cfg, level, profile, err
 	}
 	if cfg.SharedDescribe, err = throttle.ParseDescribe(*describe); err != nil {

@@ -312,9 +312,10 @@ func (s *nodeService) AckRelease(ctx context.Context, req *allotv1.AckReleaseReq
 	return &allotv1.AckReleaseResponse{}, nil
 }
 
-// Heartbeat refreshes the node's liveness lease. It is the most frequent
-// call, so it reads nothing first: the store refuses an unregistered node
-// when it grants the lease.
+// Heartbeat refreshes the node's liveness. It is the most frequent call,
+// so it reads nothing first: the store writes the node's alive key only at
+// its first heartbeat here (refusing an unregistered node then), and later
+// ones cost etcd nothing.
 func (s *nodeService) Heartbeat(ctx context.Context, req *allotv1.HeartbeatRequest) (*allotv1.HeartbeatResponse, error) {
 	id := req.GetInstanceId()
 	if err := s.st.KeepAlive(ctx, id, s.nodeTTL); err != nil {

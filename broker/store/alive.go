@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
@@ -11,17 +12,48 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// lease is the etcd lease this Store holds for one node's alive key. It is a
-// cache: losing it (a restart, a new leader) only costs a new Grant.
-type lease struct {
-	id  clientv3.LeaseID
-	ttl time.Duration
+// Node liveness costs etcd a write when a node's state changes, not per
+// heartbeat. A Store (one broker replica) holds one etcd lease per TTL and
+// hangs the alive key of every node whose heartbeats reach it on that
+// lease, written once. Later heartbeats only refresh the replica's memory;
+// the shared lease is renewed once per TTL/3 while any heartbeat arrives.
+// A node whose heartbeats stop is found by the replica's sweep (every
+// TTL/2, on the heartbeats of the others) and its key deleted; if every
+// heartbeat stops, or the replica dies, the lease expires and takes the
+// keys with it. A node that moves to another replica has its key moved to
+// that replica's lease, and the old replica's sweep deletes a key only
+// while it still hangs on its own lease.
+
+// liveGroup is this replica's lease for one TTL and the nodes on it.
+type liveGroup struct {
+	id       clientv3.LeaseID
+	renewed  time.Time
+	swept    time.Time
+	sweeping bool
+	// seen is the last heartbeat of every node whose alive key this
+	// replica wrote on the lease.
+	seen map[string]time.Time
 }
 
-// KeepAlive says the node is alive for ttl more: its alive/<id> key exists
-// while the lease behind it is renewed. The first call (or one after the
-// lease expired) grants a lease and writes the key; later calls only renew.
-// The node must be registered.
+// liveness is a Store's liveness groups, by TTL.
+type liveness struct {
+	mu     sync.Mutex
+	groups map[time.Duration]*liveGroup
+}
+
+// forget drops a node from every group (its key is gone).
+func (l *liveness) forget(id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, g := range l.groups {
+		delete(g.seen, id)
+	}
+}
+
+// KeepAlive says the node is alive for ttl more. The first heartbeat a
+// replica sees from a node writes its alive/<id> key (the node must be
+// registered); later ones cost etcd nothing but the replica's shared lease
+// renewal.
 func (s *Store) KeepAlive(ctx context.Context, instanceID string, ttl time.Duration) error {
 	if err := checkID("node", instanceID); err != nil {
 		return err
@@ -29,61 +61,165 @@ func (s *Store) KeepAlive(ctx context.Context, instanceID string, ttl time.Durat
 	if ttl < time.Second {
 		return fmt.Errorf("keepalive of %s: ttl %s is under 1s: %w", instanceID, ttl, rpcerr.ErrInvalid)
 	}
-	s.mu.Lock()
-	l, ok := s.leases[instanceID]
-	s.mu.Unlock()
-	if ok && l.ttl == ttl {
-		s.countWrite("KeepAliveRenew")
-		_, err := s.cli.KeepAliveOnce(ctx, l.id)
-		if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			return fmt.Errorf("keepalive of %s: renew lease: %w", instanceID, err)
-		}
-		if err == nil {
-			// The lease lives; make sure the key still hangs on it (DeleteNode
-			// removes it, another broker may have moved it to its own lease).
-			resp, err := s.cli.Get(ctx, s.key(kindAlive, instanceID))
-			if err != nil {
-				return fmt.Errorf("keepalive of %s: %w", instanceID, err)
-			}
-			if len(resp.Kvs) == 1 && clientv3.LeaseID(resp.Kvs[0].Lease) == l.id {
-				return nil
-			}
-		}
+	now := time.Now()
+	s.live.mu.Lock()
+	g := s.live.groups[ttl]
+	if g == nil {
+		s.live.mu.Unlock()
+		return s.recordAlive(ctx, instanceID, ttl)
+	}
+	if _, ok := g.seen[instanceID]; !ok {
+		s.live.mu.Unlock()
+		return s.recordAlive(ctx, instanceID, ttl)
+	}
+	g.seen[instanceID] = now
+	lease, last := g.id, g.renewed
+	renew := now.Sub(last) >= ttl/3
+	if renew {
+		g.renewed = now
+	}
+	if !g.sweeping && now.Sub(g.swept) >= ttl/2 {
+		g.sweeping, g.swept = true, now
+		go s.sweepAlive(ttl, g)
+	}
+	s.live.mu.Unlock()
+	if !renew {
+		return nil
+	}
+	s.countWrite("KeepAliveRenew")
+	_, err := s.cli.KeepAliveOnce(ctx, lease)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, rpctypes.ErrLeaseNotFound):
+		// The lease expired (the replica stalled past the TTL): every key
+		// on it is gone; start a new one.
+		s.dropGroup(ttl, lease)
+		return s.recordAlive(ctx, instanceID, ttl)
+	default:
+		s.live.mu.Lock()
+		g.renewed = last
+		s.live.mu.Unlock()
+		return fmt.Errorf("keepalive of %s: renew lease: %w", instanceID, err)
+	}
+}
+
+// recordAlive writes the node's alive key on this replica's lease for ttl,
+// on a new lease if that one expired.
+func (s *Store) recordAlive(ctx context.Context, instanceID string, ttl time.Duration) error {
+	err := s.recordAliveOn(ctx, instanceID, ttl)
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		err = s.recordAliveOn(ctx, instanceID, ttl)
+	}
+	return err
+}
+
+func (s *Store) recordAliveOn(ctx context.Context, instanceID string, ttl time.Duration) error {
+	lease, err := s.groupLease(ctx, ttl)
+	if err != nil {
+		return fmt.Errorf("keepalive of %s: %w", instanceID, err)
 	}
 	nodeKey := s.key(kindNodes, instanceID)
-	if err := s.readView(ctx, []string{nodeKey}, nil, func(v *view) error {
-		return requireNode(v, nodeKey, instanceID)
-	}); err != nil {
-		return fmt.Errorf("keepalive: %w", err)
-	}
-	s.countWrite("KeepAliveGrant")
-	g, err := s.cli.Grant(ctx, int64((ttl+time.Second-1)/time.Second))
-	if err != nil {
-		return fmt.Errorf("keepalive of %s: grant lease: %w", instanceID, err)
-	}
 	_, err = s.update(ctx, "KeepAlive", []string{nodeKey}, nil, func(v *view) error {
 		if err := requireNode(v, nodeKey, instanceID); err != nil {
 			return err
 		}
-		return v.put(s.key(kindAlive, instanceID), &Liveness{InstanceID: instanceID, Since: time.Now().UTC()}, clientv3.WithLease(g.ID))
+		return v.put(s.key(kindAlive, instanceID), &Liveness{InstanceID: instanceID, Since: time.Now().UTC()}, clientv3.WithLease(lease))
 	})
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		s.dropGroup(ttl, lease)
+	}
 	if err != nil {
-		// Don't leave an unused lease behind for its whole TTL.
-		_, _ = s.cli.Revoke(context.WithoutCancel(ctx), g.ID)
 		return err
 	}
-	s.mu.Lock()
-	old, had := s.leases[instanceID]
-	s.leases[instanceID] = lease{id: g.ID, ttl: ttl}
-	s.mu.Unlock()
-	if had && old.id != g.ID {
-		// The key moved to the new lease, so revoking the old one deletes nothing.
-		_, _ = s.cli.Revoke(context.WithoutCancel(ctx), old.id)
+	s.live.mu.Lock()
+	if g := s.live.groups[ttl]; g != nil && g.id == lease {
+		g.seen[instanceID] = time.Now()
 	}
+	s.live.mu.Unlock()
 	return nil
 }
 
-// Alive returns the nodes whose alive key exists (lease not expired).
+// groupLease returns this replica's lease for ttl, granting it first if
+// there is none.
+func (s *Store) groupLease(ctx context.Context, ttl time.Duration) (clientv3.LeaseID, error) {
+	s.live.mu.Lock()
+	if g := s.live.groups[ttl]; g != nil {
+		s.live.mu.Unlock()
+		return g.id, nil
+	}
+	s.live.mu.Unlock()
+	s.countWrite("KeepAliveGrant")
+	resp, err := s.cli.Grant(ctx, int64((ttl+time.Second-1)/time.Second))
+	if err != nil {
+		return 0, fmt.Errorf("grant liveness lease: %w", err)
+	}
+	s.live.mu.Lock()
+	defer s.live.mu.Unlock()
+	if g := s.live.groups[ttl]; g != nil {
+		// Another heartbeat granted one meanwhile: use it.
+		_, _ = s.cli.Revoke(context.WithoutCancel(ctx), resp.ID)
+		return g.id, nil
+	}
+	now := time.Now()
+	s.live.groups[ttl] = &liveGroup{id: resp.ID, renewed: now, swept: now, seen: map[string]time.Time{}}
+	return resp.ID, nil
+}
+
+// dropGroup forgets the lease for ttl if it is still lease.
+func (s *Store) dropGroup(ttl time.Duration, lease clientv3.LeaseID) {
+	s.live.mu.Lock()
+	defer s.live.mu.Unlock()
+	if g := s.live.groups[ttl]; g != nil && g.id == lease {
+		delete(s.live.groups, ttl)
+	}
+}
+
+// sweepAlive deletes the alive keys of the group's nodes whose heartbeats
+// stopped more than ttl ago, and forgets the nodes whose key is no longer
+// on the group's lease (deleted with their node, or moved to another
+// replica), so their next heartbeat here writes it again.
+func (s *Store) sweepAlive(ttl time.Duration, g *liveGroup) {
+	ctx, cancel := context.WithTimeout(context.Background(), ttl)
+	defer cancel()
+	defer func() {
+		s.live.mu.Lock()
+		g.sweeping = false
+		s.live.mu.Unlock()
+	}()
+	resp, err := s.cli.Get(ctx, s.dir(kindAlive), clientv3.WithPrefix())
+	if err != nil {
+		return
+	}
+	onLease := map[string]bool{}
+	for _, kv := range resp.Kvs {
+		if clientv3.LeaseID(kv.Lease) == g.id {
+			onLease[string(kv.Key)] = true
+		}
+	}
+	now := time.Now()
+	var dead []string
+	s.live.mu.Lock()
+	for id, last := range g.seen {
+		switch {
+		case !onLease[s.key(kindAlive, id)]:
+			delete(g.seen, id)
+		case now.Sub(last) > ttl:
+			dead = append(dead, id)
+			delete(g.seen, id)
+		}
+	}
+	s.live.mu.Unlock()
+	for _, id := range dead {
+		key := s.key(kindAlive, id)
+		s.countWrite("AliveExpire")
+		// Only while the key is still this replica's: the node may have
+		// moved to another one.
+		_, _ = s.cli.Txn(ctx).If(clientv3.Compare(clientv3.LeaseValue(key), "=", g.id)).Then(clientv3.OpDelete(key)).Commit()
+	}
+}
+
+// Alive returns the nodes whose alive key exists.
 func (s *Store) Alive(ctx context.Context) (map[string]bool, error) {
 	ls, err := listAll[*Liveness](ctx, s, kindAlive)
 	if err != nil {

@@ -76,6 +76,9 @@ func (s *Store) DeleteNode(ctx context.Context, id string) error {
 		v.del(s.key(kindUsage, id))
 		return nil
 	})
+	if err == nil {
+		s.live.forget(id)
+	}
 	return err
 }
 

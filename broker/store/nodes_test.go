@@ -136,8 +136,8 @@ func TestKeepAliveLease(t *testing.T) {
 	if err := s.KeepAlive(ctx, "i-2", time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if w := s.Writes(); w["KeepAliveGrant"] != 2 || w["KeepAliveRenew"] != 1 {
-		t.Errorf("Writes = %v: want the second keepalive of i-2 to only renew", w)
+	if w := s.Writes(); w["KeepAliveGrant"] != 2 || w["KeepAlive"] != 2 || w["KeepAliveRenew"] != 0 {
+		t.Errorf("Writes = %v: want a lease per TTL, a key per node, and nothing for the second keepalive of i-2", w)
 	}
 	alive, err := s.Alive(ctx)
 	if err != nil || !alive["i-1"] || !alive["i-2"] {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -18,7 +19,7 @@ type Store struct {
 
 	mu     sync.Mutex
 	writes map[string]int64
-	leases map[string]lease // by instance id; see KeepAlive
+	live   liveness // see KeepAlive
 }
 
 // Open uses an existing client; keys live under "/allot/v1/<cluster>/".
@@ -33,7 +34,7 @@ func Open(cli *clientv3.Client, cluster string) (*Store, error) {
 		cli:    cli,
 		prefix: "/allot/v1/" + cluster + "/",
 		writes: map[string]int64{},
-		leases: map[string]lease{},
+		live:   liveness{groups: map[time.Duration]*liveGroup{}},
 	}, nil
 }
 

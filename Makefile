@@ -21,7 +21,7 @@ LDFLAGS     := -X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).commit=$(COMMI
 # Every main package in the repository, built into bin/ under its own name.
 COMMANDS := $(shell $(GO) list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./... 2>/dev/null)
 
-.PHONY: all build images test fuzz proto lint tools clean demo soak bench-cni bench-burst bench-burst-quick
+.PHONY: all build images test fuzz proto lint tools clean demo soak bench-cni bench-burst bench-burst-quick bench-scale
 
 all: build
 
@@ -76,6 +76,15 @@ bench-burst: build
 	$(BIN)/allot-burst
 bench-burst-quick: build
 	$(BIN)/allot-burst --nodes 20 --pods-per-node 30
+
+# bench-scale runs the burst benchmark's fleet at 5,000 nodes and 150,000
+# pods against the broker in its own process and reports the plan round
+# p99, the broker's peak RSS, the idle fleet's etcd writes/s and the
+# burst's ratio to its floor against their targets (docs/benchmarks.md,
+# Scale). SCALE_FLAGS="--nodes 500" for a smaller run.
+SCALE_FLAGS ?=
+bench-scale: build
+	$(BIN)/allot-scale $(SCALE_FLAGS)
 
 # bench-cni measures ADD/DEL latency through the plugin binary in real
 # network namespaces next to the reference ptp + host-local plugins (which

@@ -101,6 +101,9 @@ type BrokerStats struct {
 	// Proc is the process's CPU and memory (meaningful only when the
 	// broker runs in a process of its own).
 	Proc ProcStats `json:"proc"`
+	// EtcdRevision is etcd's revision: it rises by one per transaction
+	// that changed a key, whoever wrote it.
+	EtcdRevision int64 `json:"etcd_revision"`
 }
 
 // Broker is a running benchmark broker, in this process.
@@ -172,6 +175,9 @@ func (b *Broker) Stats() BrokerStats {
 	s.EC2Calls = b.b.EC2().Calls()
 	s.EC2Throttled = b.b.EC2().Throttled()
 	s.Proc = SelfProcStats()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s.EtcdRevision, _ = b.b.Store().Revision(ctx)
 	return s
 }
 

@@ -108,6 +108,10 @@ type Config struct {
 	NodeCounts []int
 	TimeScales []float64
 	Seeds      []int64
+	// IdleWindow, if set, is how long (simulated) the broker's etcd writes
+	// are counted while every node is joined and warm and nothing else
+	// happens, before the burst (Result.Idle).
+	IdleWindow time.Duration
 	// OnResult, if set, receives each variant's result as soon as it is
 	// known, failed or not.
 	OnResult func(Result)

@@ -114,6 +114,15 @@ type Result struct {
 	EtcdWritesPerPod   float64          `json:"etcd_writes_per_pod"`
 	EtcdWritesByMethod map[string]int64 `json:"etcd_writes_by_method,omitempty"`
 	HotPathBrokerCalls int64            `json:"hot_path_broker_calls"`
+	// Idle is the etcd writes of the idle window before the burst
+	// (Config.IdleWindow); nil when none was measured.
+	Idle *IdleFigures `json:"idle,omitempty"`
+	// RoundP50 and RoundP99 are the engine's planning rounds during the
+	// burst, wall milliseconds (the bucket bound of executor.RoundBounds
+	// they fall in; -1: beyond the last); Rounds is how many there were.
+	Rounds   int64   `json:"rounds,omitempty"`
+	RoundP50 float64 `json:"round_p50_ms,omitempty"`
+	RoundP99 float64 `json:"round_p99_ms,omitempty"`
 
 	// BrokerCPU is the broker process's CPU seconds during the burst and
 	// BrokerCPUTotal over its life (join and warm-up included);
@@ -150,6 +159,19 @@ type Result struct {
 	// Problems are correctness failures: unplaced pods, duplicate
 	// addresses, addresses EC2 doesn't put on the node, hostnet errors.
 	Problems []string `json:"problems,omitempty"`
+}
+
+// IdleFigures are the broker's etcd writes while the fleet sits idle,
+// per simulated second.
+type IdleFigures struct {
+	// Seconds is the window, simulated.
+	Seconds float64 `json:"seconds"`
+	// WritesPerSec are the broker store's write calls (transactions and
+	// lease grants and renewals), RevisionsPerSec etcd's own count of
+	// transactions that changed a key.
+	WritesPerSec    float64            `json:"writes_per_s"`
+	RevisionsPerSec float64            `json:"revisions_per_s"`
+	ByMethod        map[string]float64 `json:"by_method_per_s,omitempty"`
 }
 
 // Machine describes where the run happened.

@@ -132,6 +132,12 @@ func runVariant(ctx context.Context, cfg Config, v Variant, work string) (res Re
 		}
 	}
 	progress("%d nodes joined and warm in %.1fs", cfg.Nodes, time.Since(setupStart).Seconds())
+	if cfg.IdleWindow > 0 && broker != nil {
+		if res.Idle, err = measureIdle(ctx, cfg, broker); err != nil {
+			return res, err
+		}
+		progress("idle: %.1f etcd writes/s, %.1f revisions/s (simulated seconds)", res.Idle.WritesPerSec, res.Idle.RevisionsPerSec)
+	}
 	if err := waitBucketsFull(ctx, cfg, cloud.admin); err != nil {
 		return res, err
 	}
@@ -267,6 +273,7 @@ func runVariant(ctx context.Context, cfg Config, v Variant, work string) (res Re
 			return res, err
 		}
 		res.Planned = diffCalls(bEnd.Planned, bStart.Planned)
+		roundFigures(&res, bStart.Engine, bBurst.Engine)
 		res.EtcdWritesByMethod = map[string]int64{}
 		for m, n := range bEnd.Writes {
 			if d := n - bStart.Writes[m]; d > 0 {

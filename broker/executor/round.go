@@ -21,9 +21,11 @@ const (
 // round reads etcd, fills in what it lacks from EC2, queues upkeep and
 // planned actions for idle nodes, and proposes releases.
 func (e *Engine) round(ctx context.Context, rs *runState) error {
-	e.count(func(s *Stats) { s.Rounds++ })
 	began := time.Now()
-	defer func() { e.count(func(s *Stats) { s.RoundTime += time.Since(began) }) }()
+	defer func() {
+		took := time.Since(began)
+		e.count(func(s *Stats) { s.observeRound(took) })
+	}()
 	// A node busy when the read starts may change under the read; only
 	// nodes idle both before and after it are planned from it.
 	busyBefore := rs.busyNodes()

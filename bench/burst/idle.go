@@ -1,0 +1,64 @@
+package burst
+
+import (
+	"context"
+	"time"
+
+	"github.com/allotnet/allot/broker/executor"
+)
+
+// measureIdle counts the broker's etcd writes over cfg.IdleWindow
+// (simulated) with the fleet joined, warm and doing nothing else: the
+// steady state's cost of liveness, usage reports and the engine's upkeep.
+func measureIdle(ctx context.Context, cfg Config, b *brokerHandle) (*IdleFigures, error) {
+	s0, err := b.stats(ctx)
+	if err != nil {
+		return nil, err
+	}
+	began := time.Now()
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(cfg.wall(cfg.IdleWindow)):
+	}
+	s1, err := b.stats(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sim := cfg.simOf(time.Since(began)).Seconds()
+	f := &IdleFigures{Seconds: sim, ByMethod: map[string]float64{}}
+	var writes int64
+	for m, n := range s1.Writes {
+		if d := n - s0.Writes[m]; d > 0 {
+			writes += d
+			f.ByMethod[m] = float64(d) / sim
+		}
+	}
+	f.WritesPerSec = float64(writes) / sim
+	f.RevisionsPerSec = float64(s1.EtcdRevision-s0.EtcdRevision) / sim
+	return f, nil
+}
+
+// roundFigures sets the burst's planning-round quantiles from the engine's
+// counters at its start and end.
+func roundFigures(res *Result, start, end executor.Stats) {
+	if len(end.RoundHist) == 0 {
+		return
+	}
+	hist := make([]int64, len(end.RoundHist))
+	for i := range hist {
+		hist[i] = end.RoundHist[i]
+		if i < len(start.RoundHist) {
+			hist[i] -= start.RoundHist[i]
+		}
+	}
+	res.Rounds = end.Rounds - start.Rounds
+	ms := func(d time.Duration) float64 {
+		if d < 0 {
+			return -1
+		}
+		return float64(d) / float64(time.Millisecond)
+	}
+	res.RoundP50 = ms(executor.RoundQuantile(hist, 0.5))
+	res.RoundP99 = ms(executor.RoundQuantile(hist, 0.99))
+}

@@ -1,0 +1,173 @@
+// Command allot-scale runs the scale benchmark (bench/scale): by default
+// 5,000 nodes running the real agent code, 30 pods each at once (150,000),
+// the real broker on embedded etcd in a child process, awssim in another.
+// It prints the burst benchmark's own table, the scale figures against
+// their targets, and, last, one JSON line.
+//
+//	allot-scale [flags]            run the benchmark
+//	allot-scale broker [flags]     (internal) the broker as a child process
+//	allot-scale cloud [flags]      (internal) awssim as a child process
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/allotnet/allot/bench/burst"
+	"github.com/allotnet/allot/bench/scale"
+	"github.com/allotnet/allot/internal/buildinfo"
+	"github.com/allotnet/allot/internal/logfmt"
+)
+
+func main() {
+	if buildinfo.PrintIfRequested("allot-scale", os.Args[1:], os.Stdout) {
+		return
+	}
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "broker", "cloud":
+			os.Exit(child(os.Args[1], os.Args[2:]))
+		}
+	}
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	fs := flag.NewFlagSet("allot-scale", flag.ContinueOnError)
+	nodes := fs.Int("nodes", scale.DefaultNodes, "nodes (instances)")
+	pods := fs.Int("pods-per-node", scale.DefaultPodsPerNode, "pods requested at once on every node")
+	ts := fs.Float64("time-scale", scale.DefaultTimeScale, "simulated seconds per real second")
+	idle := fs.Duration("idle", scale.DefaultIdleWindow, "how long (simulated) the idle fleet's etcd writes are counted")
+	fsync := fs.Bool("etcd-fsync", true, "fsync the broker's etcd as in production")
+	childLogs := fs.Bool("child-logs", false, "pass the broker's and awssim's logs to stderr")
+	logFlags := logfmt.Register(fs, "error")
+	buildinfo.Flag(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "allot-scale: unexpected arguments: %s\n", strings.Join(fs.Args(), " "))
+		return 2
+	}
+	level, err := logFlags.Parse()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "allot-scale: %v\n", err)
+		return 2
+	}
+	if *ts <= 0 || *idle <= 0 {
+		fmt.Fprintln(os.Stderr, "allot-scale: --time-scale and --idle must be positive")
+		return 2
+	}
+	cfg := scale.BurstConfig(*nodes, *pods, *ts, *idle)
+	cfg.EtcdFsync = *fsync
+	cfg.Logger = logfmt.New(os.Stderr, level)
+	cfg.Progress = os.Stderr
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "allot-scale: find own executable: %v\n", err)
+		return 1
+	}
+	cfg.Spawn = func(role string, args []string) *exec.Cmd {
+		return exec.Command(self, append([]string{role}, args...)...)
+	}
+	if *childLogs {
+		cfg.ChildStderr = os.Stderr
+	}
+	if err := cfg.WithDefaults().Validate(); err != nil {
+		fmt.Fprintf(os.Stderr, "allot-scale: %v\n", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	rep, err := burst.Run(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "allot-scale: %v\n", err)
+		return 1
+	}
+	if err := rep.WriteTable(os.Stdout); err != nil {
+		fmt.Fprintf(os.Stderr, "allot-scale: %v\n", err)
+		return 1
+	}
+	if len(rep.Results) != 1 {
+		fmt.Fprintf(os.Stderr, "allot-scale: %d results, want 1\n", len(rep.Results))
+		return 1
+	}
+	f := scale.FromResult(rep.Results[0], scale.DefaultTargets, loadAverage())
+	fmt.Println()
+	f.WriteTable(os.Stdout)
+	b, err := json.Marshal(struct {
+		Scale scale.Figures `json:"scale"`
+	}{f})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "allot-scale: %v\n", err)
+		return 1
+	}
+	fmt.Println(string(b))
+	if f.Status != burst.StatusOK {
+		return 1
+	}
+	return 0
+}
+
+// loadAverage is the machine's 1, 5 and 15-minute load averages.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	return strings.Join(f[:min(3, len(f))], " ")
+}
+
+// child runs the broker or awssim until its stdin closes.
+func child(role string, args []string) int {
+	fs := flag.NewFlagSet("allot-scale "+role, flag.ContinueOnError)
+	logFlags := logfmt.Register(fs, "warn")
+	var bc burst.BrokerConfig
+	var cc burst.CloudConfig
+	if role == "broker" {
+		bc.Flags(fs)
+	} else {
+		cc.Flags(fs)
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	lo, err := logFlags.Parse()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "allot-scale %s: %v\n", role, err)
+		return 2
+	}
+	log := logfmt.New(os.Stderr, lo).With("role", role)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		cancel()
+	}()
+	if role == "broker" {
+		bc.Logger = log
+		err = burst.ServeBrokerChild(ctx, bc, os.Stdout)
+	} else {
+		cc.Logger = log
+		err = burst.ServeCloudChild(ctx, cc, os.Stdout)
+	}
+	if err != nil {
+		log.Error("failed", "err", err)
+		return 1
+	}
+	return 0
+}

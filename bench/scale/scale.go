@@ -1,0 +1,140 @@
+// Package scale is allot's scale benchmark: the burst benchmark's fleet
+// (bench/burst: every node the real agent with a kernel-free recorder,
+// many per process, the real gRPC protocol with TLS and attestation)
+// grown to thousands of nodes against the real broker in a process of its
+// own, its embedded etcd, and awssim. It reports what a cluster that size
+// costs the broker: planning rounds, the broker's memory, the etcd writes
+// of an idle fleet, and the burst's time against its floor, each next to a
+// target.
+package scale
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/allotnet/allot/agent/daemon"
+	"github.com/allotnet/allot/bench/burst"
+)
+
+// Defaults of the full-size run: 150,000 pods on 5,000 nodes.
+const (
+	DefaultNodes       = 5000
+	DefaultPodsPerNode = 30
+	// DefaultTimeScale compresses time less than the burst benchmark's
+	// largest scales: every agent timer (heartbeats, usage reports) runs
+	// this much faster, and 5,000 agents share the harness's cores.
+	DefaultTimeScale = 5
+	// DefaultIdleWindow is how long the idle fleet's etcd writes are
+	// counted, simulated: several heartbeat intervals.
+	DefaultIdleWindow = time.Minute
+)
+
+// Targets are what a run is held to.
+type Targets struct {
+	RoundP99Ms       float64 `json:"round_p99_ms"`
+	BrokerRSSMiB     float64 `json:"broker_rss_mib"`
+	IdleWritesPerSec float64 `json:"idle_etcd_writes_per_s"`
+	BurstRatio       float64 `json:"burst_ratio"`
+}
+
+// DefaultTargets are the scale targets at 5,000 nodes.
+var DefaultTargets = Targets{RoundP99Ms: 100, BrokerRSSMiB: 500, IdleWritesPerSec: 100, BurstRatio: 1.10}
+
+// BurstConfig is the burst benchmark's run for a scale point: one variant
+// (allot, secondary IPs, the whole bucket share), no baseline, with the
+// idle window measured before the burst.
+func BurstConfig(nodes, podsPerNode int, scale float64, idle time.Duration) burst.Config {
+	return burst.Config{
+		Nodes: nodes, PodsPerNode: podsPerNode, TimeScale: scale,
+		Modes: []daemon.Mode{daemon.ModeSecondaryIP}, Shares: []float64{1},
+		IdleWindow: idle, EtcdFsync: true,
+		// Nodes join in larger batches than the burst benchmark's: the
+		// warm-up is not what is measured here.
+		JoinBatch: 500,
+	}
+}
+
+// Figures are one scale point's results, next to the targets.
+type Figures struct {
+	Nodes            int                `json:"nodes"`
+	Pods             int                `json:"pods"`
+	Placed           int                `json:"placed"`
+	TimeScale        float64            `json:"time_scale"`
+	Rounds           int64              `json:"rounds"`
+	RoundP50Ms       float64            `json:"round_p50_ms"`
+	RoundP99Ms       float64            `json:"round_p99_ms"`
+	BrokerRSSMiB     float64            `json:"broker_rss_mib"`
+	BrokerCores      float64            `json:"broker_cores"`
+	IdleWritesPerSec float64            `json:"idle_etcd_writes_per_s"`
+	IdleRevsPerSec   float64            `json:"idle_etcd_revisions_per_s"`
+	IdleByMethod     map[string]float64 `json:"idle_by_method_per_s,omitempty"`
+	CompletionSim    float64            `json:"completion_s"`
+	FloorSim         float64            `json:"floor_s"`
+	BurstRatio       float64            `json:"burst_ratio"`
+	EtcdWritesPerPod float64            `json:"etcd_writes_per_pod"`
+	StatusWrites     int64              `json:"status_writes"`
+	Problems         int                `json:"problems"`
+	Status           string             `json:"status"`
+	Error            string             `json:"error,omitempty"`
+	// Load is the machine's 1-minute load average at the end: the run
+	// shares its cores with whatever else ran.
+	Load    string          `json:"load"`
+	Targets Targets         `json:"targets"`
+	Met     map[string]bool `json:"met"`
+}
+
+// FromResult takes a scale point's figures from the burst result.
+func FromResult(r burst.Result, t Targets, load string) Figures {
+	f := Figures{
+		Nodes: r.Nodes, Pods: r.Pods, Placed: r.Placed, TimeScale: r.TimeScale,
+		Rounds: r.Rounds, RoundP50Ms: r.RoundP50, RoundP99Ms: r.RoundP99,
+		BrokerRSSMiB: float64(r.BrokerPeakRSS) / (1 << 20), BrokerCores: r.BrokerCores,
+		CompletionSim: r.CompletionSim, FloorSim: r.LowerBoundSim, BurstRatio: r.Ratio,
+		EtcdWritesPerPod: r.EtcdWritesPerPod, Problems: len(r.Problems),
+		StatusWrites: r.EtcdWritesByMethod["PutNodeStatus"] + r.EtcdWritesByMethod["ClearNodeStatus"],
+		Status:       r.Status, Error: r.Error, Load: load, Targets: t,
+	}
+	if r.Idle != nil {
+		f.IdleWritesPerSec, f.IdleRevsPerSec, f.IdleByMethod = r.Idle.WritesPerSec, r.Idle.RevisionsPerSec, r.Idle.ByMethod
+	}
+	f.Met = map[string]bool{
+		"round_p99":   f.RoundP99Ms >= 0 && f.RoundP99Ms <= t.RoundP99Ms,
+		"broker_rss":  f.BrokerRSSMiB > 0 && f.BrokerRSSMiB <= t.BrokerRSSMiB,
+		"idle_writes": r.Idle != nil && f.IdleWritesPerSec <= t.IdleWritesPerSec,
+		"burst_ratio": r.Complete && f.BurstRatio > 0 && f.BurstRatio <= t.BurstRatio,
+	}
+	return f
+}
+
+// WriteTable prints the figures against their targets.
+func (f Figures) WriteTable(w io.Writer) {
+	met := func(k string) string {
+		if f.Met[k] {
+			return "met"
+		}
+		return "MISSED"
+	}
+	fmt.Fprintf(w, "scale: %d nodes, %d/%d pods placed, time scale %g, status %s, load %s\n",
+		f.Nodes, f.Placed, f.Pods, f.TimeScale, f.Status, f.Load)
+	fmt.Fprintf(w, "%-34s %12s %12s %s\n", "figure", "value", "target", "")
+	fmt.Fprintf(w, "%-34s %12.1f %12.0f %s\n", "plan round p99 (ms, wall)", f.RoundP99Ms, f.Targets.RoundP99Ms, met("round_p99"))
+	fmt.Fprintf(w, "%-34s %12.1f %12s\n", "plan round p50 (ms, wall)", f.RoundP50Ms, "")
+	fmt.Fprintf(w, "%-34s %12d %12s\n", "plan rounds in the burst", f.Rounds, "")
+	fmt.Fprintf(w, "%-34s %12.1f %12.0f %s\n", "broker peak RSS (MiB, VmHWM)", f.BrokerRSSMiB, f.Targets.BrokerRSSMiB, met("broker_rss"))
+	fmt.Fprintf(w, "%-34s %12.1f %12.0f %s\n", "idle etcd writes/s (store calls)", f.IdleWritesPerSec, f.Targets.IdleWritesPerSec, met("idle_writes"))
+	fmt.Fprintf(w, "%-34s %12.1f %12s\n", "idle etcd revisions/s", f.IdleRevsPerSec, "")
+	fmt.Fprintf(w, "%-34s %12.3f %12.2f %s\n", "burst completion / floor", f.BurstRatio, f.Targets.BurstRatio, met("burst_ratio"))
+	fmt.Fprintf(w, "%-34s %12.1f %12s\n", "burst completion (sim s)", f.CompletionSim, "")
+	fmt.Fprintf(w, "%-34s %12.1f %12s\n", "burst floor (sim s)", f.FloorSim, "")
+	fmt.Fprintf(w, "%-34s %12.2f %12s\n", "broker cores in the burst", f.BrokerCores, "")
+	fmt.Fprintf(w, "%-34s %12.3f %12s\n", "etcd writes / pod (burst)", f.EtcdWritesPerPod, "")
+	fmt.Fprintf(w, "%-34s %12d %12s\n", "node status writes (burst)", f.StatusWrites, "")
+	fmt.Fprintf(w, "%-34s %12d %12s\n", "problems", f.Problems, "")
+	if len(f.IdleByMethod) > 0 {
+		fmt.Fprintf(w, "idle writes/s by method: %v\n", f.IdleByMethod)
+	}
+	if f.Error != "" {
+		fmt.Fprintf(w, "error: %s\n", f.Error)
+	}
+}

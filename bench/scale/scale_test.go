@@ -1,0 +1,42 @@
+package scale
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/allotnet/allot/bench/burst"
+)
+
+func TestFromResultTargets(t *testing.T) {
+	r := burst.Result{
+		Nodes: 10, Pods: 300, Placed: 300, Complete: true, Status: burst.StatusOK,
+		RoundP99: 80, BrokerPeakRSS: 600 << 20, Ratio: 1.05, LowerBoundSim: 10,
+		Idle:               &burst.IdleFigures{WritesPerSec: 120},
+		EtcdWritesByMethod: map[string]int64{"PutNodeStatus": 3, "ClearNodeStatus": 2},
+	}
+	f := FromResult(r, DefaultTargets, "1 1 1")
+	want := map[string]bool{"round_p99": true, "broker_rss": false, "idle_writes": false, "burst_ratio": true}
+	for k, v := range want {
+		if f.Met[k] != v {
+			t.Errorf("%s met = %v, want %v", k, f.Met[k], v)
+		}
+	}
+	if f.StatusWrites != 5 {
+		t.Errorf("status writes %d, want 5", f.StatusWrites)
+	}
+	// A round beyond the histogram's last bound, no idle window, an
+	// incomplete burst: all missed.
+	r.RoundP99, r.Idle, r.Complete = -1, nil, false
+	f = FromResult(r, DefaultTargets, "")
+	for _, k := range []string{"round_p99", "idle_writes", "burst_ratio"} {
+		if f.Met[k] {
+			t.Errorf("%s met, want missed", k)
+		}
+	}
+	var b bytes.Buffer
+	f.WriteTable(&b)
+	if !strings.Contains(b.String(), "MISSED") {
+		t.Errorf("table says nothing missed:\n%s", b.String())
+	}
+}

@@ -23,6 +23,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/allotnet/allot/agent/identity"
 	"github.com/allotnet/allot/agent/pool"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
@@ -108,6 +110,10 @@ type Deps struct {
 	Client   allotv1.NodeServiceClient
 	Pool     *pool.Pool
 	Arrivals Arrivals
+	// Waiting, if set, returns the span context of an ADD waiting for an
+	// address (invalid when none waits): a demand with pods waiting is
+	// stated in that ADD's trace.
+	Waiting func() trace.SpanContext
 }
 
 // Status is what the link knows about its broker, for STATUS and
@@ -147,6 +153,7 @@ type Link struct {
 	client   allotv1.NodeServiceClient
 	pool     *pool.Pool
 	arrivals Arrivals
+	waiting  func() trace.SpanContext
 	node     *allotv1.NodeIdentity
 
 	// applyMu serialises applying broker state and answering releases.
@@ -185,7 +192,7 @@ func New(cfg Config, deps Deps) (*Link, error) {
 	}
 	l := &Link{
 		cfg: cfg, log: cfg.Logger.With("component", "brokerlink"),
-		client: deps.Client, pool: deps.Pool, arrivals: deps.Arrivals, node: node,
+		client: deps.Client, pool: deps.Pool, arrivals: deps.Arrivals, waiting: deps.Waiting, node: node,
 		acked:  map[string]bool{},
 		listed: map[netip.Addr]bool{},
 		kick:   make(chan struct{}, 1),

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/allotnet/allot/agent/pool"
@@ -119,6 +120,11 @@ func (l *Link) sendDemand(ctx context.Context, r *reporter) {
 	r.demandAt = time.Now()
 	cctx, cancel := l.call(ctx)
 	defer cancel()
+	if d.Pending > 0 && l.waiting != nil {
+		if sc := l.waiting(); sc.IsValid() {
+			cctx = trace.ContextWithSpanContext(cctx, sc)
+		}
+	}
 	_, err := l.client.SetDemand(cctx, &allotv1.SetDemandRequest{
 		InstanceId:    l.node.GetInstanceId(),
 		Pending:       int32(d.Pending),

@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 
 	"github.com/allotnet/allot/agent/brokerlink"
@@ -49,6 +50,9 @@ type Deps struct {
 	// RecentLogs, if set, holds the agent's latest log records for
 	// introspection's /v1/logs (logring.Ring).
 	RecentLogs interface{ Lines() []byte }
+	// Tracer makes the agent's own spans; nil is the process's global
+	// provider.
+	Tracer trace.TracerProvider
 }
 
 // Agent is one node's agent. Its CNI methods (Add, Del, Check, GC, Status)
@@ -72,6 +76,8 @@ type Agent struct {
 	up    atomic.Bool
 
 	keys keyLocks
+	// waiting holds the traces of ADDs that hold no address yet.
+	waiting waiters
 	// netMu lets pod setup and teardown run together (read side) but not
 	// while GC reconciles the host against the records (write side):
 	// Reconcile would restore a pod being torn down, or call one being set

@@ -39,6 +39,9 @@ type arrival struct {
 	// awaited changed without the pool changing.
 	onReady func(eniID string)
 	changed func()
+	// delivered is told of addresses that joined the pool: how many, on
+	// which ENI, and since when they were being confirmed.
+	delivered func(eniID string, added int, since time.Time)
 
 	mu      sync.Mutex
 	pending map[string]*brokerlink.Delivery
@@ -52,7 +55,7 @@ var _ brokerlink.Arrivals = (*arrival)(nil)
 
 func newArrival(a *Agent, prepared []string) *arrival {
 	c := &arrival{pool: a.pool, imds: a.deps.IMDS, net: a.net, mtu: a.cfg.MTU, interval: a.cfg.ConfirmInterval,
-		log: a.deps.Logger.With("component", "arrival"), onReady: a.onENIReady, changed: func() {},
+		log: a.deps.Logger.With("component", "arrival"), onReady: a.onENIReady, changed: func() {}, delivered: a.traceDelivery,
 		pending: map[string]*brokerlink.Delivery{}, running: map[string]bool{}, ready: map[string]bool{},
 		ctx: context.Background()}
 	if c.interval <= 0 {
@@ -135,13 +138,15 @@ func (c *arrival) next(id string) (brokerlink.Delivery, bool) {
 
 // work confirms one ENI's addresses until none is awaited.
 func (c *arrival) work(ctx context.Context, id string) {
+	since := time.Now()
 	for {
 		p, ok := c.next(id)
 		if !ok {
 			return
 		}
-		err := c.confirmOnce(ctx, p)
+		err := c.confirmOnce(ctx, p, since)
 		if err == nil {
+			since = time.Now()
 			continue // all confirmed: look again at once for newer deliveries
 		}
 		c.log.Debug("delivered addresses not confirmed yet", "eni", id, "err", err)
@@ -159,7 +164,7 @@ func (c *arrival) work(ctx context.Context, id string) {
 // confirmOnce sets the ENI up if needed, asks IMDS which of p's addresses
 // it shows, and adds those to the pool. It returns an error while anything
 // of p is still unconfirmed, so the caller waits before asking again.
-func (c *arrival) confirmOnce(ctx context.Context, p brokerlink.Delivery) error {
+func (c *arrival) confirmOnce(ctx context.Context, p brokerlink.Delivery, since time.Time) error {
 	if err := c.prepare(ctx, p); err != nil {
 		return err
 	}
@@ -173,7 +178,7 @@ func (c *arrival) confirmOnce(ctx context.Context, p brokerlink.Delivery) error 
 	seenA := slices.DeleteFunc(slices.Clone(p.Addrs), func(a netip.Addr) bool { return slices.Contains(missA, a) })
 	seenP := slices.DeleteFunc(slices.Clone(p.Prefixes), func(x netip.Prefix) bool { return slices.Contains(missP, x) })
 	if len(seenA)+len(seenP) > 0 {
-		if err := c.admit(p.ENIID, seenA, seenP); err != nil {
+		if err := c.admit(p.ENIID, seenA, seenP, since); err != nil {
 			return err
 		}
 	}
@@ -186,7 +191,7 @@ func (c *arrival) confirmOnce(ctx context.Context, p brokerlink.Delivery) error 
 // admit moves addresses IMDS showed from awaited into the pool. The record
 // may have changed while IMDS was asked: only what is still awaited is
 // added, and nothing the pool holds on another ENI.
-func (c *arrival) admit(eniID string, seenA []netip.Addr, seenP []netip.Prefix) error {
+func (c *arrival) admit(eniID string, seenA []netip.Addr, seenP []netip.Prefix, since time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cur := c.pending[eniID]
@@ -209,6 +214,7 @@ func (c *arrival) admit(eniID string, seenA []netip.Addr, seenP []netip.Prefix) 
 			return fmt.Errorf("add confirmed capacity: %w", err)
 		}
 		c.log.Info("delivered addresses confirmed in IMDS", "eni", eniID, "added", n)
+		c.delivered(eniID, n, since)
 	}
 	cur.Addrs = slices.DeleteFunc(cur.Addrs, func(a netip.Addr) bool { return slices.Contains(seenA, a) })
 	cur.Prefixes = slices.DeleteFunc(cur.Prefixes, func(x netip.Prefix) bool { return slices.Contains(seenP, x) })

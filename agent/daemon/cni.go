@@ -8,6 +8,8 @@ import (
 	"time"
 
 	current "github.com/containernetworking/cni/pkg/types/100"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 
 	"github.com/allotnet/allot/agent/cniserver"
 	"github.com/allotnet/allot/agent/hostnet"
@@ -39,10 +41,7 @@ func (a *Agent) Add(ctx context.Context, req cniserver.Request) (res cniserver.A
 	unlock := a.keys.lock(key)
 	defer unlock()
 
-	al, err := a.pool.Add(ctx, key, pool.PodInfo{
-		HostVeth: hostnet.HostVethName(req.Attachment), Netns: req.NetNS,
-		PodNamespace: req.PodNamespace, PodName: req.PodName,
-	})
+	al, err := a.takeAddress(ctx, key, req)
 	switch {
 	case errors.Is(err, pool.ErrNoAddress):
 		return res, fmt.Errorf("add %s: %w; the broker has been told and the runtime should retry: %w",
@@ -83,6 +82,29 @@ func (a *Agent) Add(ctx context.Context, req cniserver.Request) (res cniserver.A
 		ContainerMAC: pr.PodMAC,
 		ENIID:        al.ENIID,
 	}, nil
+}
+
+// takeAddress takes the attachment's address from the pool under a span of
+// its own, the one a demand and a delivery for a waiting ADD are made in,
+// and records how long the ADD waited for it.
+func (a *Agent) takeAddress(ctx context.Context, key pool.Key, req cniserver.Request) (pool.Allocation, error) {
+	ctx, span := a.tracer().Start(ctx, "allot address")
+	defer span.End()
+	forget := a.waiting.add(span.SpanContext())
+	start := time.Now()
+	al, err := a.pool.Add(ctx, key, pool.PodInfo{
+		HostVeth: hostnet.HostVethName(req.Attachment), Netns: req.NetNS,
+		PodNamespace: req.PodNamespace, PodName: req.PodName,
+	})
+	forget()
+	a.tel.addressWait(ctx, time.Since(start), err)
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+		return al, err
+	}
+	span.SetAttributes(attribute.String("allot.address", al.Addr.String()), attribute.String("allot.eni", al.ENIID))
+	return al, nil
 }
 
 // hostError marks host-network errors that are the request's fault.

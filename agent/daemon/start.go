@@ -56,7 +56,7 @@ func (a *Agent) start(ctx context.Context) error {
 
 	p, err := pool.New(pool.Config{
 		InstanceID: id.InstanceID, Cooldown: a.cfg.Cooldown, MaxWait: a.cfg.MaxAddWait, RetryLinger: a.cfg.RetryLinger,
-		Store: a.ckpt, Clock: a.clock, Logger: a.deps.Logger,
+		Store: timedStore{a.ckpt, a.tel}, Clock: a.clock, Logger: a.deps.Logger,
 	}, st)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrCheckpoint, err)
@@ -79,7 +79,7 @@ func (a *Agent) start(ctx context.Context) error {
 		Identity: id, NodeName: a.cfg.NodeName, PrefixMode: a.cfg.Mode == ModePrefix, Targets: a.cfg.Warm, Limits: a.cfg.Limits,
 		UsageInterval: a.cfg.UsageInterval, HeartbeatInterval: a.cfg.HeartbeatInterval,
 		DemandInterval: a.cfg.DemandInterval, Logger: a.deps.Logger,
-	}, brokerlink.Deps{Client: a.deps.Broker, Pool: p, Arrivals: a.arrival})
+	}, brokerlink.Deps{Client: a.deps.Broker, Pool: p, Arrivals: a.arrival, Waiting: a.waiting.oldest})
 	if err != nil {
 		return err
 	}

@@ -2,19 +2,24 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/allotnet/allot/agent/checkpoint"
 	"github.com/allotnet/allot/agent/cniserver"
+	"github.com/allotnet/allot/agent/pool"
 )
 
 // instruments holds the agent's OpenTelemetry instruments. Without an
 // introspection or metrics address they are no-ops.
 type instruments struct {
-	requests metric.Int64Counter
-	duration metric.Float64Histogram
+	requests   metric.Int64Counter
+	duration   metric.Float64Histogram
+	addrWait   metric.Float64Histogram
+	checkpoint metric.Float64Histogram
 }
 
 const meterName = "github.com/allotnet/allot/agent"
@@ -37,6 +42,17 @@ func newTelemetry(m metric.Meter, a *Agent) (*instruments, error) {
 	if t.duration, err = m.Float64Histogram("allot.agent.cni.duration", metric.WithUnit("s"),
 		metric.WithDescription("Time to serve a CNI request, waiting for an address included"),
 		metric.WithExplicitBucketBoundaries(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30)); err != nil {
+		return nil, err
+	}
+	if t.addrWait, err = m.Float64Histogram("allot.agent.add.address_wait", metric.WithUnit("s"),
+		metric.WithDescription("Time an ADD took to get its address from the pool, recorded durably: "+
+			"a checkpoint write when the pool has one, the wait for the broker's delivery when it has none"),
+		metric.WithExplicitBucketBoundaries(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60)); err != nil {
+		return nil, err
+	}
+	if t.checkpoint, err = m.Float64Histogram("allot.agent.checkpoint.write", metric.WithUnit("s"),
+		metric.WithDescription("Time one checkpoint write took (write, fsync, rename), by result"),
+		metric.WithExplicitBucketBoundaries(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1)); err != nil {
 		return nil, err
 	}
 	addrs, err := m.Int64ObservableGauge("allot.agent.pool.addresses",
@@ -100,4 +116,37 @@ func (t *instruments) request(ctx context.Context, verb string, start time.Time,
 	}
 	t.requests.Add(ctx, 1, metric.WithAttributes(attribute.String("verb", verb), attribute.String("result", result)))
 	t.duration.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(attribute.String("verb", verb)))
+}
+
+// addressWait records how long an ADD took to get its address, and whether
+// it got one (result ok) or gave up waiting (no_address) or failed (error).
+func (t *instruments) addressWait(ctx context.Context, d time.Duration, err error) {
+	result := "ok"
+	switch {
+	case errors.Is(err, pool.ErrNoAddress):
+		result = "no_address"
+	case err != nil:
+		result = "error"
+	}
+	t.addrWait.Record(ctx, d.Seconds(), metric.WithAttributes(attribute.String("result", result)))
+}
+
+// timedStore is the pool's checkpoint with each write timed.
+type timedStore struct {
+	f   *checkpoint.File
+	tel *instruments
+}
+
+var _ pool.Persister = timedStore{}
+
+func (s timedStore) Save(st checkpoint.State) error {
+	start := time.Now()
+	err := s.f.Save(st)
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	s.tel.checkpoint.Record(context.Background(), time.Since(start).Seconds(),
+		metric.WithAttributes(attribute.String("result", result)))
+	return err
 }

@@ -15,6 +15,8 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
+
+	"github.com/allotnet/allot/internal/logfmt"
 )
 
 // Defaults for the netconf fields the runtime may leave out, and the bounds
@@ -61,6 +63,10 @@ type NetConf struct {
 	// --del-queue-dir="" means no replay: a DEL the agent can't take then
 	// fails with "try again later" for the runtime to retry.
 	DelQueueDir *string `json:"delQueueDir,omitempty"`
+	// LogFormat is how the plugin writes what it logs to the runtime's
+	// stderr: "text" (the default) or "json", as every allot binary's
+	// --log-format (the runtime passes the plugin no flags).
+	LogFormat string `json:"logFormat,omitempty"`
 
 	timeout  time.Duration
 	delQueue string // "" when DELs are not queued
@@ -72,7 +78,7 @@ type NetConf struct {
 // knownKey accepts wholesale). Anything else is most likely a misspelling
 // of one of allot's keys, which would otherwise be ignored silently.
 var knownKeys = []string{
-	"agentSocket", "timeout", "delQueueDir",
+	"agentSocket", "timeout", "delQueueDir", "logFormat",
 	"cniVersion", "cniVersions", "name", "type", "capabilities", "ipam", "dns", "args",
 	"runtimeConfig", "prevResult", "disableCheck", "disableGC",
 }
@@ -106,6 +112,13 @@ func parseNetConf(stdin []byte) (*NetConf, error) {
 	}
 	if conf.delQueue != "" && !filepath.IsAbs(conf.delQueue) {
 		return nil, types.NewError(types.ErrInvalidNetworkConfig, "delQueueDir must be an absolute path (or \"\" for no queue)", conf.delQueue)
+	}
+	switch conf.LogFormat {
+	case "":
+		conf.LogFormat = logfmt.Text
+	case logfmt.Text, logfmt.JSON:
+	default:
+		return nil, types.NewError(types.ErrInvalidNetworkConfig, `logFormat must be "text" or "json"`, fmt.Sprintf("got %q", conf.LogFormat))
 	}
 	conf.timeout = DefaultTimeout
 	if conf.Timeout != "" {

@@ -13,8 +13,10 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/cni/pkg/version"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/allotnet/allot/cni/delqueue"
+	"github.com/allotnet/allot/internal/logfmt"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 
@@ -26,13 +28,19 @@ var Versions = version.PluginSupports("0.4.0", "1.0.0", "1.1.0")
 // veth answers through a permanent ARP entry, the same on every node.
 var PodGateway = netip.MustParseAddr("169.254.1.1")
 
-// Plugin runs one CNI command. Stdout receives the result; Log, the
-// runtime's stderr, gets what an operator should know about (a queued DEL).
+// Plugin runs one CNI command. Stdout receives the result; Stderr, the
+// runtime's, gets what an operator should know about (a queued DEL) in the
+// netconf's logFormat, unless Log is set.
 type Plugin struct {
 	Stdout io.Writer
+	Stderr io.Writer
 	Log    *slog.Logger
 	// Now is the clock for queue times.
 	Now func() time.Time
+	// Tracer makes a span of each command, parent of the agent's; its
+	// trace context goes to the agent in the gRPC metadata. Nil makes
+	// none (and sends none).
+	Tracer trace.TracerProvider
 }
 
 // Funcs returns the callbacks for skel.PluginMainFuncs.
@@ -58,7 +66,7 @@ func (p *Plugin) prepare(args *skel.CmdArgs) (*call, error) {
 	if err != nil {
 		return nil, err
 	}
-	client, closeFn, err := dial(conf.AgentSocket)
+	client, closeFn, err := p.dial(conf.AgentSocket)
 	if err != nil {
 		return nil, types.NewError(types.ErrInternal, err.Error(), "")
 	}
@@ -78,13 +86,15 @@ func (p *Plugin) prepare(args *skel.CmdArgs) (*call, error) {
 
 // Add asks the agent for an address and the pod's network, and prints the
 // result in the runtime's spec version.
-func (p *Plugin) Add(args *skel.CmdArgs) error {
+func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
+	ctx, end := p.span("ADD", args)
+	defer func() { end(err) }()
 	c, err := p.prepare(args)
 	if err != nil {
 		return err
 	}
 	defer c.close()
-	ctx, cancel := context.WithTimeout(context.Background(), c.conf.timeout)
+	ctx, cancel := context.WithTimeout(ctx, c.conf.timeout)
 	defer cancel()
 	res, err := c.client.Add(ctx, c.req)
 	if err != nil {
@@ -151,7 +161,9 @@ func asCurrent(r types.Result) (*current.Result, error) {
 // released. Without a queue (delQueueDir "") such a DEL fails with "try
 // again later": answering 0 for a DEL nothing will apply would leak the
 // address and leave the pod's network in place.
-func (p *Plugin) Del(args *skel.CmdArgs) error {
+func (p *Plugin) Del(args *skel.CmdArgs) (err error) {
+	ctx, end := p.span("DEL", args)
+	defer func() { end(err) }()
 	c, err := p.prepare(args)
 	if err != nil {
 		return err
@@ -162,7 +174,7 @@ func (p *Plugin) Del(args *skel.CmdArgs) error {
 	if prev, err := c.conf.parsePrevResult(); err == nil {
 		c.req.PrevResult = prev
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.conf.bound(DelTimeout))
+	ctx, cancel := context.WithTimeout(ctx, c.conf.bound(DelTimeout))
 	defer cancel()
 	_, err = c.client.Del(ctx, c.req)
 	if err == nil {
@@ -197,14 +209,16 @@ func (p *Plugin) queueDel(c *call, agentErr error) error {
 		return types.NewError(types.ErrTryAgainLater, "allot agent unreachable and the DEL could not be queued",
 			fmt.Sprintf("agent: %v; queue: %v", agentErr, qErr))
 	}
-	p.log().Warn("allot agent unreachable; DEL queued for replay",
+	p.log(c.conf).Warn("allot agent unreachable; DEL queued for replay",
 		"attachment", e.Network+"/"+e.ContainerID+"/"+e.IfName, "path", path, "err", agentErr)
 	return nil
 }
 
 // Check asks the agent to verify the attachment against its record and the
 // runtime's prevResult.
-func (p *Plugin) Check(args *skel.CmdArgs) error {
+func (p *Plugin) Check(args *skel.CmdArgs) (err error) {
+	ctx, end := p.span("CHECK", args)
+	defer func() { end(err) }()
 	c, err := p.prepare(args)
 	if err != nil {
 		return err
@@ -218,7 +232,7 @@ func (p *Plugin) Check(args *skel.CmdArgs) error {
 		return types.NewError(types.ErrInvalidNetworkConfig, "CHECK needs a prevResult", "the runtime must pass the ADD result as prevResult")
 	}
 	c.req.PrevResult = prev
-	ctx, cancel := context.WithTimeout(context.Background(), c.conf.timeout)
+	ctx, cancel := context.WithTimeout(ctx, c.conf.timeout)
 	defer cancel()
 	if _, err := c.client.Check(ctx, c.req); err != nil {
 		return agentError("CHECK", err)
@@ -228,7 +242,9 @@ func (p *Plugin) Check(args *skel.CmdArgs) error {
 
 // GC sends the runtime's valid attachments to the agent, which removes the
 // attachments of this network that are not among them.
-func (p *Plugin) GC(args *skel.CmdArgs) error {
+func (p *Plugin) GC(args *skel.CmdArgs) (err error) {
+	ctx, end := p.span("GC", args)
+	defer func() { end(err) }()
 	conf, err := parseNetConf(args.StdinData)
 	if err != nil {
 		return err
@@ -237,7 +253,7 @@ func (p *Plugin) GC(args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	client, closeFn, err := dial(conf.AgentSocket)
+	client, closeFn, err := p.dial(conf.AgentSocket)
 	if err != nil {
 		return types.NewError(types.ErrInternal, err.Error(), "")
 	}
@@ -246,7 +262,7 @@ func (p *Plugin) GC(args *skel.CmdArgs) error {
 	for _, a := range valid {
 		req.Valid = append(req.Valid, &allotv1.Attachment{Network: conf.Name, ContainerId: a.ContainerID, Ifname: a.IfName})
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), conf.timeout)
+	ctx, cancel := context.WithTimeout(ctx, conf.timeout)
 	defer cancel()
 	if _, err := client.GC(ctx, req); err != nil {
 		return agentError("GC", err)
@@ -257,17 +273,19 @@ func (p *Plugin) GC(args *skel.CmdArgs) error {
 // Status reports whether the agent can serve ADDs, within StatusTimeout:
 // 50 when it can't be reached, doesn't answer in time, or is up but has no
 // address and can't get one.
-func (p *Plugin) Status(args *skel.CmdArgs) error {
+func (p *Plugin) Status(args *skel.CmdArgs) (err error) {
+	ctx, end := p.span("STATUS", args)
+	defer func() { end(err) }()
 	conf, err := parseNetConf(args.StdinData)
 	if err != nil {
 		return err
 	}
-	client, closeFn, err := dial(conf.AgentSocket)
+	client, closeFn, err := p.dial(conf.AgentSocket)
 	if err != nil {
 		return types.NewError(types.ErrPluginNotAvailable, err.Error(), "")
 	}
 	defer closeFn()
-	ctx, cancel := context.WithTimeout(context.Background(), conf.bound(StatusTimeout))
+	ctx, cancel := context.WithTimeout(ctx, conf.bound(StatusTimeout))
 	defer cancel()
 	if _, err := client.Status(ctx, &allotv1.CNIStatusRequest{}); err != nil {
 		return agentError("STATUS", err)
@@ -282,9 +300,12 @@ func (p *Plugin) now() time.Time {
 	return time.Now()
 }
 
-func (p *Plugin) log() *slog.Logger {
-	if p.Log != nil {
+func (p *Plugin) log(conf *NetConf) *slog.Logger {
+	switch {
+	case p.Log != nil:
 		return p.Log
+	case p.Stderr != nil:
+		return logfmt.New(p.Stderr, logfmt.Options{Level: slog.LevelInfo, Format: conf.LogFormat})
 	}
 	return slog.New(slog.DiscardHandler)
 }

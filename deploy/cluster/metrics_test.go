@@ -171,12 +171,26 @@ func TestMetricsDuringBurst(t *testing.T) {
 			t.Errorf("%s holds %v ENIs after %d pods, want a new one at least", node.Name, vals["allot_agent_pool_enis"], perNode)
 		}
 		secondaries += vals["allot_agent_pool_enis"] - 1
+		// The ADDs' addresses were written to the checkpoint, no write
+		// failed, and a write to a local file takes under a second.
+		writes := vals[`allot_agent_checkpoint_write_seconds_count{result="ok"}`]
+		if writes < 1 || vals[`allot_agent_checkpoint_write_seconds_count{result="error"}`] != 0 {
+			t.Errorf("%s: %v checkpoint writes, %v failed", node.Name, writes, vals[`allot_agent_checkpoint_write_seconds_count{result="error"}`])
+		}
+		if sum := vals[`allot_agent_checkpoint_write_seconds_sum{result="ok"}`]; sum <= 0 || sum/writes > 1 {
+			t.Errorf("%s: checkpoint writes took %v s in all over %v writes", node.Name, sum, writes)
+		}
+		if w, d := vals[`allot_agent_add_address_wait_seconds_sum{result="ok"}`], vals[`allot_agent_cni_duration_seconds_sum{verb="add"}`]; w <= 0 || w > d {
+			t.Errorf("%s: ADDs waited %v s in all for their addresses, and took %v s", node.Name, w, d)
+		}
 		for series, want := range map[string]float64{
 			`allot_agent_pool_addresses{state="assigned"}`:           perNode,
 			`allot_agent_enis_max`:                                   4,
 			`allot_agent_addresses_max`:                              4 * 14,
 			`allot_agent_broker_connected`:                           1,
 			`allot_agent_cni_requests_total{result="ok",verb="add"}`: perNode,
+			// Every ADD got its address, none gave up waiting.
+			`allot_agent_add_address_wait_seconds_count{result="ok"}`: perNode,
 		} {
 			if vals[series] != want {
 				t.Errorf("%s: %s = %v, want %v", node.Name, series, vals[series], want)

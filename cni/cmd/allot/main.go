@@ -4,14 +4,21 @@
 package main
 
 import (
-	"log/slog"
+	"context"
+	"fmt"
 	"os"
+	"time"
 
 	"github.com/containernetworking/cni/pkg/skel"
 
 	"github.com/allotnet/allot/cni/plugin"
 	"github.com/allotnet/allot/internal/buildinfo"
+	"github.com/allotnet/allot/internal/telemetry"
 )
+
+// flushTimeout bounds the export of the command's spans at exit, so a
+// collector that is down costs the runtime at most this much.
+const flushTimeout = time.Second
 
 func main() {
 	// The runtime passes no arguments (CNI is driven by environment
@@ -19,13 +26,46 @@ func main() {
 	if buildinfo.PrintIfRequested("allot", os.Args[1:], os.Stdout) {
 		return
 	}
-	p := &plugin.Plugin{
-		Stdout: os.Stdout,
-		// stdout carries the CNI result; the runtime logs stderr.
-		Log: slog.New(slog.NewTextHandler(os.Stderr, nil)),
+	// stdout carries the CNI result; the runtime logs stderr.
+	p := &plugin.Plugin{Stdout: os.Stdout, Stderr: os.Stderr}
+	// Tracing is configured the OpenTelemetry way, from the runtime's
+	// environment (which it passes to every plugin); unset means off. A
+	// bad setting must not fail pod networking: it is reported and
+	// tracing stays off.
+	tracing := traces()
+	if tracing != nil {
+		p.Tracer = tracing.Provider()
 	}
 	// An empty about string makes skel report a missing CNI_COMMAND as an
 	// error (code 4) instead of printing a banner and exiting 0, which a
 	// caller could take for success.
-	skel.PluginMainFuncs(p.Funcs(), plugin.Versions, "")
+	e := skel.PluginMainFuncsWithError(p.Funcs(), plugin.Versions, "")
+	if tracing != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+		_ = tracing.Shutdown(ctx)
+		cancel()
+	}
+	if e != nil {
+		if err := e.Print(); err != nil {
+			fmt.Fprintf(os.Stderr, "allot: write the error to stdout: %v\n", err)
+		}
+		os.Exit(1)
+	}
+}
+
+// traces returns the tracer provider the environment configures, or nil.
+func traces() *telemetry.Tracing {
+	cfg, err := telemetry.TraceConfigFromEnv(os.LookupEnv, "allot")
+	if err == nil && !cfg.Enabled() {
+		return nil
+	}
+	var t *telemetry.Tracing
+	if err == nil {
+		t, err = telemetry.NewTracing(context.Background(), cfg)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "allot: tracing off: %v\n", err)
+		return nil
+	}
+	return t
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"net"
 	"sync"
+	"time"
 
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
@@ -22,6 +23,9 @@ type Span struct {
 	Links      []string
 	LinkSpans  []string
 	Attributes map[string]string
+	// Start and End are the span's times, as the process that made it
+	// read its clock.
+	Start, End time.Time
 }
 
 // Receiver is an in-process OTLP/gRPC collector that keeps every span it
@@ -78,6 +82,8 @@ func flatten(service string, s *tracepb.Span) Span {
 		Service: service, Name: s.GetName(),
 		TraceID: hex.EncodeToString(s.GetTraceId()), SpanID: hex.EncodeToString(s.GetSpanId()),
 		Attributes: map[string]string{},
+		Start:      time.Unix(0, int64(s.GetStartTimeUnixNano())),
+		End:        time.Unix(0, int64(s.GetEndTimeUnixNano())),
 	}
 	if p := s.GetParentSpanId(); len(p) > 0 {
 		out.ParentSpanID = hex.EncodeToString(p)

@@ -25,11 +25,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/allotnet/allot/internal/buildinfo"
+	"github.com/allotnet/allot/internal/logfmt"
 	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 )
 
@@ -44,6 +46,9 @@ type options struct {
 	caCert  string
 	cert    string
 	key     string
+	// logFormat is how errors are written to stderr: text lines, or one
+	// JSON record each for a script or a log collector.
+	logFormat string
 }
 
 func (o *options) register(fs *flag.FlagSet) {
@@ -53,6 +58,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.caCert, "cacert", o.caCert, "CA bundle to verify the broker's TLS certificate (plaintext if no TLS flag is set)")
 	fs.StringVar(&o.cert, "cert", o.cert, "client certificate for mutual TLS")
 	fs.StringVar(&o.key, "key", o.key, "client key for mutual TLS")
+	fs.StringVar(&o.logFormat, "log-format", o.logFormat, "how errors are written to stderr: text or json (one JSON object a line)")
 }
 
 // usageError is a mistake on the command line (exit 2).
@@ -91,7 +97,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if buildinfo.PrintIfRequested("allotctl", args, stdout) {
 		return 0
 	}
-	o := &options{broker: DefaultBroker, timeout: 10 * time.Second, output: "table"}
+	o := &options{broker: DefaultBroker, timeout: 10 * time.Second, output: "table", logFormat: logfmt.Text}
 	global := flag.NewFlagSet("allotctl", flag.ContinueOnError)
 	global.SetOutput(stderr)
 	o.register(global)
@@ -121,35 +127,51 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return 2
 	}
-	if o.output != "table" && o.output != "json" {
-		fmt.Fprintf(stderr, "allotctl: -o %q: want table or json\n", o.output)
+	if o.logFormat != logfmt.Text && o.logFormat != logfmt.JSON {
+		fmt.Fprintf(stderr, "allotctl: --log-format %q: want text or json\n", o.logFormat)
 		return 2
+	}
+	fail := failer(stderr, o.logFormat)
+	if o.output != "table" && o.output != "json" {
+		return fail(2, fmt.Sprintf("allotctl: -o %q: want table or json", o.output))
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
 	c, err := dial(o)
 	if err != nil {
-		fmt.Fprintf(stderr, "allotctl: %v\n", err)
-		return 1
+		return fail(1, fmt.Sprintf("allotctl: %v", err))
 	}
 	defer c.close()
 	if err := cmd.run(ctx, c, positional, o, stdout); err != nil {
 		var ue usageError
 		var fe findingsError
 		if errors.As(err, &fe) {
-			fmt.Fprintf(stderr, "allotctl check: %v\n", fe)
-			return 3
+			return fail(3, fmt.Sprintf("allotctl check: %v", fe))
 		}
 		if errors.As(err, &ue) {
-			fmt.Fprintf(stderr, "allotctl %s: %s\n", rest[0], ue.msg)
-			return 2
+			return fail(2, fmt.Sprintf("allotctl %s: %s", rest[0], ue.msg))
 		}
 		// The broker's own message, without the gRPC decoration.
-		fmt.Fprintf(stderr, "allotctl: %v\n", rpcerr.Error(err))
-		return 1
+		return fail(1, fmt.Sprintf("allotctl: %v", rpcerr.Error(err)))
 	}
 	return 0
+}
+
+// failer returns the function that reports an error on stderr in format
+// (a line of text, or a JSON record with the exit code) and returns code.
+func failer(stderr io.Writer, format string) func(code int, msg string) int {
+	if format != logfmt.JSON {
+		return func(code int, msg string) int {
+			fmt.Fprintln(stderr, msg)
+			return code
+		}
+	}
+	log := logfmt.New(stderr, logfmt.Options{Level: slog.LevelInfo, Format: logfmt.JSON})
+	return func(code int, msg string) int {
+		log.Error(msg, "exit_code", code)
+		return code
+	}
 }
 
 // parseInterspersed lets flags follow positional arguments

@@ -141,6 +141,27 @@ func TestErrorsArePlainAndNonZero(t *testing.T) {
 	}
 }
 
+// TestErrorsAsJSON: with --log-format json an error is one JSON record on
+// stderr with the message and the exit code; a bad format is a usage error.
+func TestErrorsAsJSON(t *testing.T) {
+	addr := startServer(t)
+	code, _, errs := ctl(t, "--broker", addr, "--log-format", "json", "budget", "get", "subnet-0000000f")
+	var rec struct {
+		Level    string `json:"level"`
+		Msg      string `json:"msg"`
+		ExitCode int    `json:"exit_code"`
+	}
+	if err := json.Unmarshal([]byte(errs), &rec); err != nil {
+		t.Fatalf("stderr is not one JSON record: %v: %q", err, errs)
+	}
+	if code != 1 || rec.Level != "ERROR" || rec.ExitCode != 1 || !strings.Contains(rec.Msg, "subnet subnet-0000000f has no budget record") {
+		t.Errorf("unknown subnet: exit %d, record %+v", code, rec)
+	}
+	if code, _, errs := ctl(t, "--broker", addr, "--log-format", "yaml", "status"); code != 2 || !strings.Contains(errs, "--log-format") {
+		t.Errorf("--log-format yaml: exit %d, stderr %q", code, errs)
+	}
+}
+
 func TestNodesENIsStatus(t *testing.T) {
 	addr := startServer(t)
 	code, out, errs := ctl(t, "--broker", addr, "nodes", "-o", "json")

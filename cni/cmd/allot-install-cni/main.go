@@ -19,10 +19,12 @@ import (
 	"strings"
 
 	"github.com/allotnet/allot/internal/buildinfo"
+	"github.com/allotnet/allot/internal/logfmt"
 )
 
 type options struct {
 	plugin, binDir, conflist, confDir string
+	log                               logfmt.Options
 }
 
 func main() {
@@ -36,10 +38,13 @@ func main() {
 		}
 		os.Exit(2)
 	}
+	log := logfmt.New(os.Stderr, o.log)
 	if err := install(o); err != nil {
-		fmt.Fprintf(os.Stderr, "allot-install-cni: %v\n", err)
+		log.Error("allot-install-cni failed", "err", err)
 		os.Exit(1)
 	}
+	log.Info("installed the CNI plugin and its conflist", "plugin", filepath.Base(o.plugin), "bin_dir", o.binDir,
+		"conflist", filepath.Base(o.conflist), "conf_dir", o.confDir)
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -50,6 +55,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.binDir, "bin-dir", "/host/opt/cni/bin", "the node's CNI binary directory, as mounted")
 	fs.StringVar(&o.conflist, "conflist", "/etc/allot/cni/10-allot.conflist", "the conflist to install")
 	fs.StringVar(&o.confDir, "conf-dir", "/host/etc/cni/net.d", "the node's CNI configuration directory, as mounted")
+	logFlags := logfmt.RegisterFormat(fs)
 	buildinfo.Flag(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -57,7 +63,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
-	return o, nil
+	var err error
+	o.log, err = logFlags.Parse()
+	return o, err
 }
 
 // install copies the plugin, then the conflist: a runtime that finds the
@@ -84,7 +92,6 @@ func install(o options) error {
 	if err := writeAtomic(filepath.Join(o.confDir, filepath.Base(o.conflist)), conf, 0o644); err != nil {
 		return err
 	}
-	fmt.Printf("installed %s into %s and %s into %s\n", filepath.Base(o.plugin), o.binDir, filepath.Base(o.conflist), o.confDir)
 	return nil
 }
 

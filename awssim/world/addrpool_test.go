@@ -94,3 +94,29 @@ func TestAddrPoolRandomFragments(t *testing.T) {
 		t.Fatalf("%d of 256 /28 blocks still free after 1024 random takes; want heavy fragmentation", free)
 	}
 }
+
+func TestFragmentSubnet(t *testing.T) {
+	w := New(Config{})
+	v, err := w.AddVPC(VPCSpec{CIDRs: []string{"10.9.0.0/16"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sn, err := w.AddSubnet(SubnetSpec{VPCID: v.ID, CIDR: "10.9.0.0/24", AvailabilityZone: "us-east-1a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := w.FragmentSubnet(sn.ID)
+	if err != nil || n != 14 { // the first and last blocks hold AWS's reserved addresses
+		t.Fatalf("FragmentSubnet = %d, %v; want 14 addresses taken", n, err)
+	}
+	after, _ := w.Subnet(sn.ID)
+	if after.AvailableIPs != 251-14 {
+		t.Errorf("available = %d; want %d", after.AvailableIPs, 251-14)
+	}
+	if _, ok := w.subnets[sn.ID].pool.takePrefix(); ok {
+		t.Error("a /28 was still free after fragmenting")
+	}
+	if _, err := w.FragmentSubnet("subnet-0000000000000000f"); err == nil {
+		t.Error("fragmenting an unknown subnet succeeded")
+	}
+}

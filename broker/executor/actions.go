@@ -23,21 +23,18 @@ func (e *Engine) createAttach(ctx context.Context, rs *runState, a planner.Actio
 	in, err := e.begin(ctx, rs, store.Intent{
 		ID: id, Kind: store.IntentCreate, InstanceID: a.InstanceID, SubnetID: a.SubnetID,
 		ClientToken: id, DeviceIndex: a.DeviceIndex, Count: a.Count, Prefix: a.Mode == planner.Prefix,
-		Reserved: a.Cost(), Urgent: a.Urgent,
+		SecurityGroups: a.SecurityGroups, Reserved: a.Cost(), Urgent: a.Urgent,
 	})
 	begun()
 	if err != nil {
 		return err
 	}
 	defer rs.own(in.ID, false)
-	sgs := a.SecurityGroups
-	if len(sgs) == 0 {
-		sgs = n.SecurityGroups
-	}
-	input := e.createInput(in, sgs)
+	input := e.createInput(in, n.SecurityGroups)
 	info, err := e.ec2.CreateENI(ctx, input)
 	if err != nil {
 		e.fail(ctx, in, err)
+		e.noteNoPrefix(ctx, a.SubnetID, in.Prefix, err)
 		return fmt.Errorf("create ENI for %s in %s: %w", a.InstanceID, a.SubnetID, err)
 	}
 	now := e.cfg.Clock.Now()
@@ -50,10 +47,15 @@ func (e *Engine) createAttach(ctx context.Context, rs *runState, a planner.Actio
 }
 
 // createInput is the CreateNetworkInterface request of a create intent.
-// It is a function of the intent alone (and the node's security groups), so
-// a new leader can send the very same request again: EC2 answers a repeated
-// ClientToken with the ENI the first request made.
-func (e *Engine) createInput(in store.Intent, sgs []string) ec2client.CreateENIInput {
+// It is a function of the intent alone (and, for an intent that names no
+// security groups, the node's), so a new leader can send the very same
+// request again: EC2 answers a repeated ClientToken with the ENI the first
+// request made.
+func (e *Engine) createInput(in store.Intent, nodeGroups []string) ec2client.CreateENIInput {
+	sgs := in.SecurityGroups
+	if len(sgs) == 0 {
+		sgs = nodeGroups
+	}
 	token := in.ClientToken
 	if token == "" {
 		token = in.ID
@@ -234,6 +236,7 @@ func (e *Engine) assign(ctx context.Context, rs *runState, a planner.Action, eni
 	added, err := e.ec2.AssignAddresses(ctx, a.ENIID, a.Count, prefix)
 	if err != nil {
 		e.fail(ctx, in, err)
+		e.noteNoPrefix(ctx, a.SubnetID, prefix, err)
 		return fmt.Errorf("assign %d to ENI %s of %s: %w", a.Count, a.ENIID, a.InstanceID, err)
 	}
 	var addrs, prefixes []string

@@ -15,10 +15,13 @@ import (
 
 // Reads is what a planning round reads of the cluster's state.
 type Reads interface {
-	// ReadPlanning reads nodes, demands, usage and subnets, setting aside
+	// ReadPlanning reads nodes, demands, usage, subnets and pod networks,
+	// setting aside
 	// (not failing on) records that do not decode.
 	ReadPlanning(ctx context.Context) (store.Planning, error)
 	GetENI(ctx context.Context, id string) (store.ENI, error)
+	// SetNoPrefix records that a subnet has no free /28 until a time.
+	SetNoPrefix(ctx context.Context, id string, until time.Time, reason string) (store.Subnet, error)
 	ListENIs(ctx context.Context) ([]store.ENI, error)
 	// Watch wakes the engine on every change.
 	Watch(ctx context.Context) <-chan int64

@@ -47,6 +47,8 @@ type envOpts struct {
 	consistency  time.Duration
 	// share, when set, replaces the engine's bucket share.
 	share float64
+	// scenario, when set, replaces the one-subnet world.
+	scenario *scenario.Scenario
 }
 
 func newEnv(t *testing.T, o envOpts) *env {
@@ -63,6 +65,9 @@ func newEnv(t *testing.T, o envOpts) *env {
 			},
 		}},
 		Instances: []scenario.Instance{{Subnet: "a", Type: o.instanceType, Count: o.nodes}},
+	}
+	if o.scenario != nil {
+		sc = *o.scenario
 	}
 	sim, err := awssim.Start(context.Background(), awssim.Config{
 		Scenario: sc, TimeScale: timeScale, AdminAddr: "off", Seed: 7, ConsistencyWindow: o.consistency,

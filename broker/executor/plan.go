@@ -35,7 +35,7 @@ func (e *Engine) plan(rs *runState, snap *snapshot, queued map[string]int64, fre
 			e.unmet.set(pn.InstanceID, nil)
 			continue
 		}
-		e.unmet.set(pn.InstanceID, unmetError(pn, sf, snap.subnets[pn.SubnetID]))
+		e.unmet.set(pn.InstanceID, unmetError(pn, sf, snap.subnets[budgetSubnet(pn, snap)]))
 	}
 	actions, retry := e.admit(rs, p.Actions)
 	if retry > 0 {
@@ -193,6 +193,9 @@ func (e *Engine) plannerNode(rs *runState, snap *snapshot, n store.Node, d store
 			Prefixes:    len(x.Prefixes),
 		})
 	}
+	if why := place(snap, n, &pn, e.cfg.Clock.Now()); why != "" {
+		return planner.Node{}, why
+	}
 	return pn, ""
 }
 
@@ -231,7 +234,7 @@ func mode(m string) planner.Mode {
 func unmetError(n planner.Node, sf planner.Shortfall, sn store.Subnet) error {
 	switch sf.Reason {
 	case planner.BudgetExhausted:
-		return &rpcerr.BudgetError{SubnetID: n.SubnetID, Limit: sn.Limit(), Use: sn.Attached + sn.Reserved, Requested: int64(sf.Addresses)}
+		return &rpcerr.BudgetError{SubnetID: sn.ID, Limit: sn.Limit(), Use: sn.Attached + sn.Reserved, Requested: int64(sf.Addresses)}
 	case planner.NodeFull:
 		return &reasoned{store.UnmetNodeFull, fmt.Errorf("node %s is full: %d addresses short (max %d ENIs of %d addresses)",
 			n.InstanceID, sf.Addresses, n.Limits.MaxENIs, n.Limits.IPv4PerENI)}

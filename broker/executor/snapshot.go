@@ -17,6 +17,7 @@ type snapshot struct {
 	enis     map[string]store.ENI   // by ENI ID
 	byNode   map[string][]store.ENI // by instance, sorted by device index
 	subnets  map[string]store.Subnet
+	podnets  []store.PodNetwork
 	open     map[string][]store.Intent // open intents by instance ("" for none)
 	openENI  map[string]bool           // ENI IDs that an open intent names
 	releases map[string][]store.Release
@@ -59,7 +60,7 @@ func (e *Engine) load(ctx context.Context, fullIntents bool) (*snapshot, error) 
 			s.node[n.InstanceID] = n
 		}
 	}
-	s.demands, s.usage = p.Demands, p.Usage
+	s.demands, s.usage, s.podnets = p.Demands, p.Usage, p.PodNetworks
 	enis, err := e.st.ListENIs(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list enis: %w", err)

@@ -19,7 +19,9 @@ func newENISubnets(p Plan, inst string) []string {
 
 func TestNewENISubnetByHeadroom(t *testing.T) {
 	three := []string{"subnet-a", "subnet-b", "subnet-c"}
-	full := func(id string, dev int) ENI { return ENI{ID: id, DeviceIndex: dev, SubnetID: "subnet-a", Primary: dev == 0, Secondary: 14} }
+	full := func(id string, dev int) ENI {
+		return ENI{ID: id, DeviceIndex: dev, SubnetID: "subnet-a", Primary: dev == 0, Secondary: 14}
+	}
 	tests := []struct {
 		name    string
 		node    Node

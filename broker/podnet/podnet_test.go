@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/allotnet/allot/broker/store"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
@@ -94,5 +95,52 @@ func TestPlace(t *testing.T) {
 	}
 	if !slices.Equal(p.SecurityGroups, []string{"sg-node"}) {
 		t.Errorf("groups = %v, want the node's when the network names none", p.SecurityGroups)
+	}
+}
+
+func TestNoPrefix(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	later := now.Add(time.Minute)
+	subnets := map[string]store.Subnet{
+		"subnet-1": {ID: "subnet-1", NoPrefixUntil: later, NoPrefixReason: "ec2 AssignPrivateIpAddresses: InsufficientCidrBlocks: no /28"},
+		"subnet-2": {ID: "subnet-2"},
+		"subnet-3": {ID: "subnet-3", NoPrefixUntil: now}, // over: tried again
+		"subnet-4": {ID: "subnet-4", NoPrefixUntil: later, NoPrefixReason: "InsufficientCidrBlocks"},
+	}
+	for _, tc := range []struct {
+		name      string
+		place     []string
+		enis      []string
+		want      Fallback
+		inMessage string
+	}{
+		{name: "no subnet lacks a /28", place: []string{"subnet-2", "subnet-3"}, enis: []string{"subnet-2"}},
+		{
+			name:  "one of two lacks one: new ENIs go to the other, which keeps prefix mode",
+			place: []string{"subnet-1", "subnet-2"}, enis: []string{"subnet-1"},
+			want:      Fallback{Subnets: []string{"subnet-1"}, Prefix: []string{"subnet-2"}},
+			inMessage: "new ENIs go to subnet-2",
+		},
+		{
+			name:  "every subnet lacks one: secondary addresses",
+			place: []string{"subnet-1", "subnet-4"}, enis: []string{"subnet-2"},
+			want:      Fallback{Subnets: []string{"subnet-1", "subnet-4"}, Secondary: true},
+			inMessage: "secondary IP addresses instead of prefixes",
+		},
+		{
+			name:  "an ENI's subnet lacks one though new ENIs go elsewhere",
+			place: []string{"subnet-2"}, enis: []string{"subnet-1", "subnet-1"},
+			want:      Fallback{Subnets: []string{"subnet-1"}, Prefix: []string{"subnet-2"}},
+			inMessage: "InsufficientCidrBlocks",
+		},
+	} {
+		got := NoPrefix(Placement{Subnets: tc.place}, tc.enis, subnets, now)
+		if !slices.Equal(got.Subnets, tc.want.Subnets) || got.Secondary != tc.want.Secondary ||
+			(tc.want.Active() && !slices.Equal(got.Prefix, tc.want.Prefix)) {
+			t.Errorf("%s: got %+v, want %+v", tc.name, got, tc.want)
+		}
+		if msg := got.Message(subnets); !strings.Contains(msg, tc.inMessage) || (msg == "") != !tc.want.Active() {
+			t.Errorf("%s: message %q; want one containing %q", tc.name, msg, tc.inMessage)
+		}
 	}
 }

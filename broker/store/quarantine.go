@@ -11,7 +11,8 @@ import (
 // node or subnet it belongs to aside instead of stopping for the whole
 // cluster: one bad record must not starve every other node.
 type Quarantined struct {
-	// Kind is the key kind: "nodes", "demand", "usage" or "subnets".
+	// Kind is the key kind: "nodes", "demand", "usage", "subnets" or
+	// "podnetworks".
 	Kind string `json:"kind"`
 	// ID is the key's last element: an instance id, or a subnet id.
 	ID  string `json:"id"`
@@ -27,6 +28,7 @@ type Planning struct {
 	Demands     map[string]Demand
 	Usage       map[string]Usage
 	Subnets     []Subnet // sorted by id
+	PodNetworks []PodNetwork
 	Quarantined []Quarantined
 }
 
@@ -35,7 +37,7 @@ type Planning struct {
 func (p Planning) QuarantinedNodes() map[string]Quarantined {
 	out := map[string]Quarantined{}
 	for _, q := range p.Quarantined {
-		if q.Kind != kindSubnets {
+		if q.Kind != kindSubnets && q.Kind != kindPodNetworks {
 			if _, ok := out[q.ID]; !ok {
 				out[q.ID] = q
 			}
@@ -55,12 +57,12 @@ func (p Planning) QuarantinedSubnets() map[string]Quarantined {
 	return out
 }
 
-// ReadPlanning reads nodes, demands, usage reports and subnets at one
+// ReadPlanning reads nodes, demands, usage reports, subnets and pod networks at one
 // revision. Unlike the List methods it does not fail on a record that
 // does not decode: it returns the rest and names the bad ones.
 func (s *Store) ReadPlanning(ctx context.Context) (Planning, error) {
 	var p Planning
-	dirs := []string{s.dir(kindNodes), s.dir(kindDemand), s.dir(kindUsage), s.dir(kindSubnets)}
+	dirs := []string{s.dir(kindNodes), s.dir(kindDemand), s.dir(kindUsage), s.dir(kindSubnets), s.dir(kindPodNetworks)}
 	err := s.readView(ctx, nil, dirs, func(v *view) error {
 		p = Planning{Demands: map[string]Demand{}, Usage: map[string]Usage{}}
 		var err error
@@ -81,7 +83,10 @@ func (s *Store) ReadPlanning(ctx context.Context) (Planning, error) {
 		for _, u := range us {
 			p.Usage[u.InstanceID] = u
 		}
-		p.Subnets, err = listSound[*Subnet](v, kindSubnets, &p.Quarantined)
+		if p.Subnets, err = listSound[*Subnet](v, kindSubnets, &p.Quarantined); err != nil {
+			return err
+		}
+		p.PodNetworks, err = listSound[*PodNetwork](v, kindPodNetworks, &p.Quarantined)
 		return err
 	})
 	if err != nil {

@@ -35,6 +35,12 @@ type Subnet struct {
 	Attached int64 `json:"attached"`
 	// Reserved counts addresses taken by open intents.
 	Reserved int64 `json:"reserved"`
+	// NoPrefixUntil is set when EC2 could not carve a /28 out of the
+	// subnet (InsufficientCidrBlocks: its free addresses are scattered):
+	// until then prefix-mode nodes get secondary addresses here.
+	// NoPrefixReason is EC2's answer.
+	NoPrefixUntil  time.Time `json:"no_prefix_until,omitzero"`
+	NoPrefixReason string    `json:"no_prefix_reason,omitempty"`
 	// Rev is the etcd mod revision the record was read at (not stored).
 	Rev int64 `json:"-"`
 }
@@ -50,6 +56,10 @@ func (s Subnet) Limit() int64 {
 	}
 	return l
 }
+
+// NoPrefix reports whether prefix-mode nodes get secondary addresses in the
+// subnet at now, EC2 having found no free /28 in it lately.
+func (s Subnet) NoPrefix(now time.Time) bool { return now.Before(s.NoPrefixUntil) }
 
 // Available returns what the cluster can still add: Limit - Attached -
 // Reserved, never negative.
@@ -190,6 +200,9 @@ type Intent struct {
 	// Count is secondary addresses or prefixes, per Prefix.
 	Count  int  `json:"count,omitempty"`
 	Prefix bool `json:"prefix,omitempty"`
+	// SecurityGroups are a create's groups (its pod network's, which may
+	// not be the node's), so a new leader repeats the very same request.
+	SecurityGroups []string `json:"security_groups,omitempty"`
 	// Addresses/Prefixes name what an unassign gives back.
 	Addresses []string `json:"addresses,omitempty"`
 	Prefixes  []string `json:"prefixes,omitempty"`

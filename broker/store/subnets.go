@@ -6,6 +6,7 @@ import (
 	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 	"slices"
 	"strings"
+	"time"
 )
 
 // PutSubnet creates a subnet record, or updates the CIDR, zone, VPC and
@@ -55,6 +56,21 @@ func (s *Store) SetUsedByOthers(ctx context.Context, id string, n int64) (Subnet
 	}
 	return s.modifySubnet(ctx, "SetUsedByOthers", id, false, func(cur *Subnet, _ bool) {
 		cur.UsedByOthers = n
+	})
+}
+
+// SetNoPrefix records that EC2 found no free /28 in the subnet (reason is
+// its answer): prefix-mode nodes get secondary addresses there until
+// until. A zero until ends it.
+func (s *Store) SetNoPrefix(ctx context.Context, id string, until time.Time, reason string) (Subnet, error) {
+	if err := checkID("subnet", id); err != nil {
+		return Subnet{}, err
+	}
+	return s.modifySubnet(ctx, "SetNoPrefix", id, false, func(cur *Subnet, _ bool) {
+		cur.NoPrefixUntil, cur.NoPrefixReason = until.UTC(), reason
+		if until.IsZero() {
+			cur.NoPrefixUntil, cur.NoPrefixReason = time.Time{}, ""
+		}
 	})
 }
 

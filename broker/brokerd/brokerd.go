@@ -176,6 +176,10 @@ func (b *Broker) drift() metrics.Drift {
 	return b.rec
 }
 
+// Serving reports whether the replica serves: it reaches etcd (its gRPC
+// health service says SERVING).
+func (b *Broker) Serving() bool { return b.srv.Serving() }
+
 // Addr is the address the gRPC server listens on.
 func (b *Broker) Addr() string { return b.lis.Addr().String() }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/allotnet/allot/broker/clock"
 	"github.com/allotnet/allot/broker/executor"
+	"github.com/allotnet/allot/broker/leader"
 	"github.com/allotnet/allot/broker/subnets"
 )
 
@@ -52,7 +53,7 @@ type Config struct {
 	NoReconciler bool
 
 	// ElectionTTL is the leader session lease: how long a dead leader
-	// keeps the lead. Default 10s.
+	// keeps the lead. Default leader.DefaultTTL.
 	ElectionTTL time.Duration
 	// NodeTTL is how long a node counts as alive after its last heartbeat.
 	// Default 30s.
@@ -155,7 +156,7 @@ func (c *Config) defaults() error {
 		c.EC2.BucketShare = 0.5
 	}
 	if c.ElectionTTL <= 0 {
-		c.ElectionTTL = 10 * time.Second
+		c.ElectionTTL = leader.DefaultTTL
 	}
 	if c.ShutdownTimeout <= 0 {
 		c.ShutdownTimeout = 10 * time.Second

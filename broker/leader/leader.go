@@ -24,6 +24,15 @@ import (
 // without the trailing slash (concurrency.Election adds "/<lease>").
 const ElectionSuffix = "election/"
 
+// DefaultTTL is the session lease unless configured. A standby takes over
+// at most this long after the leader died, plus, when the dead leader's
+// etcd member was also etcd's raft leader, etcd's own election and the one
+// election timeout it adds to every lease on a raft leader change (about
+// 2 s with etcd's defaults): 5 s keeps the first EC2 call of a new leader
+// within 10 s of the old one's death, and still rides out etcd stalls of
+// a few seconds without a leader change.
+const DefaultTTL = 5 * time.Second
+
 // Config configures an Elector.
 type Config struct {
 	// Client is the etcd client; the Elector does not close it.
@@ -34,7 +43,7 @@ type Config struct {
 	// Name identifies this replica in GetStatus and logs. Required.
 	Name string
 	// TTL is the session lease: how long a dead leader keeps the lead.
-	// Rounded up to whole seconds; 10s if zero.
+	// Rounded up to whole seconds; DefaultTTL if zero.
 	TTL time.Duration
 	// RetryDelay is the pause before campaigning again after a lost session
 	// or a failed run; 1s if zero.
@@ -63,7 +72,7 @@ func New(cfg Config) (*Elector, error) {
 		return nil, errors.New("leader: replica name is required")
 	}
 	if cfg.TTL <= 0 {
-		cfg.TTL = 10 * time.Second
+		cfg.TTL = DefaultTTL
 	}
 	if cfg.RetryDelay <= 0 {
 		cfg.RetryDelay = time.Second

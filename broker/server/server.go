@@ -201,6 +201,13 @@ func (s *Server) setServing(ok bool) {
 	}
 }
 
+// Serving reports what the gRPC health service says: whether this replica
+// reaches etcd and so can serve (Kubernetes' readiness).
+func (s *Server) Serving() bool {
+	r, err := s.health.Check(context.Background(), &healthpb.HealthCheckRequest{})
+	return err == nil && r.GetStatus() == healthpb.HealthCheckResponse_SERVING
+}
+
 // NodeName is the Kubernetes name the node with this instance ID
 // registered with, as this replica's view of etcd has it; "" if none.
 func (s *Server) NodeName(instanceID string) string {

@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path"
@@ -191,6 +192,19 @@ func TestBrokerStatefulSet(t *testing.T) {
 			t.Errorf("member %s's URL %q does not use $(%s)", name, url, envName)
 		}
 	}
+	// Readiness follows the broker's etcd quorum; liveness must not, or a
+	// quorum loss restarts every member in a loop. Both on --metrics-addr,
+	// the one listener up before etcd is.
+	_, mport, _ := strings.Cut(args["metrics-addr"], ":")
+	for name, c := range map[string]struct {
+		p    *corev1.Probe
+		path string
+	}{"readiness": {broker.ReadinessProbe, "/readyz"}, "liveness": {broker.LivenessProbe, "/healthz"}} {
+		p := c.p
+		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != c.path || containerPort(broker, p.HTTPGet.Port.String()) != mport {
+			t.Errorf("broker %s probe %+v: want GET %s on the --metrics-addr port %s", name, p, c.path, mport)
+		}
+	}
 	if args["etcd-name"] != "$(POD_NAME)" || !envFromField(broker, "POD_NAME", "metadata.name") {
 		t.Errorf("--etcd-name %q: want $(POD_NAME) from metadata.name", args["etcd-name"])
 	}
@@ -203,6 +217,16 @@ func TestBrokerStatefulSet(t *testing.T) {
 		aa.PreferredDuringSchedulingIgnoredDuringExecution[0].PodAffinityTerm.TopologyKey != "topology.kubernetes.io/zone" {
 		t.Errorf("broker anti-affinity %+v: want brokers spread across zones", aa)
 	}
+}
+
+// containerPort resolves a probe's port (a name or a number) to a number.
+func containerPort(c corev1.Container, port string) string {
+	for _, p := range c.Ports {
+		if p.Name == port {
+			return fmt.Sprint(p.ContainerPort)
+		}
+	}
+	return port
 }
 
 func TestExternalEtcdOverlay(t *testing.T) {

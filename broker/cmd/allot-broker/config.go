@@ -4,16 +4,17 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/allotnet/allot/internal/telemetry"
 	"io"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/allotnet/allot/broker/executor"
+	"github.com/allotnet/allot/broker/leader"
 	"github.com/allotnet/allot/broker/subnets"
 	"github.com/allotnet/allot/internal/buildinfo"
 	"github.com/allotnet/allot/internal/logfmt"
+	"github.com/allotnet/allot/internal/telemetry"
 )
 
 // config is everything the broker is told on its command line; main builds
@@ -22,7 +23,7 @@ type config struct {
 	name    string
 	cluster string
 	listen  string
-	// metricsAddr serves /metrics and /healthz, read-only; empty: off.
+	// metricsAddr serves /metrics, /healthz and /readyz, read-only; empty: off.
 	metricsAddr string
 	// trace is read from the OpenTelemetry environment by main.
 	trace telemetry.TraceConfig
@@ -100,7 +101,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.name, "name", host, "this replica's name in leader election and status")
 	fs.StringVar(&c.cluster, "cluster", "default", "cluster name: the etcd key prefix and the allot.dev/cluster tag on ENIs")
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:7600", "gRPC listen address")
-	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "address serving /metrics and /healthz alone, read-only, for Prometheus: "+
+	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "address serving /metrics, /healthz (alive) and /readyz (serving) alone, read-only, for Prometheus and probes: "+
 		"the pod's IP (e.g. $(POD_IP):7601) or 0.0.0.0:7601 (empty: off)")
 	endpoints := fs.String("etcd-endpoints", "", "comma-separated external etcd endpoints; empty runs an embedded etcd in --data-dir")
 	fs.StringVar(&c.etcdCACert, "etcd-cacert", "", "CA bundle to verify etcd's TLS certificates")
@@ -116,7 +117,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Float64Var(&c.timeScale, hiddenTimeScale, 1, "simulated seconds per real second, matching awssim's --time-scale")
 	fs.DurationVar(&c.gather, "gather", executor.DefaultGather, "how long a node's demand must stay unchanged before it is planned, so pods arriving together cost one EC2 call")
 	fs.DurationVar(&c.gatherMax, "gather-max", executor.DefaultGatherMax, "longest wait for a node's demand to settle before it is planned anyway")
-	fs.DurationVar(&c.electionTTL, "election-ttl", 10*time.Second, "leader session TTL: how long a dead leader keeps the lead")
+	fs.DurationVar(&c.electionTTL, "election-ttl", leader.DefaultTTL, "leader session TTL: how long a dead leader keeps the lead (a standby's first EC2 call comes within about twice this)")
 	fs.DurationVar(&c.nodeTTL, "node-ttl", 30*time.Second, "how long a node counts as alive after its last heartbeat")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight calls may run after SIGTERM")
 	logFlags := logfmt.Register(fs, "info")

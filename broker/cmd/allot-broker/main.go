@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 
 	// Mozilla's roots, used only when the system has none: the broker's
@@ -67,6 +68,13 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		return err
 	}
 	defer obs.close()
+	// The metrics listener comes first: its /healthz (liveness) must answer
+	// while this member waits for an etcd quorum, which can take as long as
+	// the other replicas do; /readyz answers once the broker serves.
+	var built atomic.Pointer[brokerd.Broker]
+	if err := obs.serve(cfg.metricsAddr, func() bool { b := built.Load(); return b != nil && b.Serving() }); err != nil {
+		return err
+	}
 	bc, err := brokerConfig(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -77,9 +85,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		return err
 	}
 	defer b.Close()
-	if err := obs.serve(cfg.metricsAddr, func() bool { return true }); err != nil {
-		return err
-	}
+	built.Store(b)
 	log.Info("allot-broker starting", "replica", cfg.name, "version", buildinfo.Get().Version, "cluster", cfg.cluster,
 		"tls", cfg.tlsCert != "", "client_certificates", cfg.tlsClientCA != "", "attestation", cfg.identityCert != "")
 	return b.Run(ctx)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -44,13 +45,25 @@ func startObservability(ctx context.Context, cfg config, log *slog.Logger) (*obs
 	return o, nil
 }
 
-// serve starts the metrics listener when an address is configured; ready
-// answers /healthz.
+// serve starts the metrics listener when an address is configured. Besides
+// /metrics it answers /healthz with 200 while the process runs (liveness:
+// a member waiting for an etcd quorum is alive, and restarting it would
+// not bring the quorum back) and /readyz with 200 while ready says the
+// broker serves (readiness: it reaches etcd), else 503.
 func (o *observability) serve(addr string, ready func() bool) error {
 	if addr == "" {
 		return nil
 	}
-	l, err := telemetry.Listen(addr, telemetry.MetricsHandler(o.metrics, ready))
+	mux := http.NewServeMux()
+	mux.Handle("/", telemetry.MetricsHandler(o.metrics, func() bool { return true }))
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !ready() {
+			http.Error(w, "not serving: etcd not reached (no quorum yet, or lost)", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	l, err := telemetry.Listen(addr, mux)
 	if err != nil {
 		return fmt.Errorf("metrics listener: %w", err)
 	}

@@ -61,6 +61,8 @@ func nodeSummaries(st *adminState) []*allotv1.NodeSummary {
 		busy[in.InstanceID] = true
 	}
 	out := make([]*allotv1.NodeSummary, 0, len(st.nodes))
+	subnets := subnetsByID(st.subnets)
+	now := time.Now()
 	for _, n := range st.nodes {
 		enis := st.enisBy[n.InstanceID]
 		sum := &allotv1.NodeSummary{
@@ -77,6 +79,8 @@ func nodeSummaries(st *adminState) []*allotv1.NodeSummary {
 			OperationInProgress: busy[n.InstanceID],
 			UnmetReason:         st.statuses[n.InstanceID].Reason,
 			UnmetMessage:        st.statuses[n.InstanceID].Message,
+			Mode:                nodeMode(n),
+			PrefixFallback:      prefixFallback(st.podnets, n, enis, subnets, now),
 		}
 		for _, e := range enis {
 			sum.Attached += int32(len(e.Addresses) + len(e.Prefixes)*16)

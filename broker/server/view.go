@@ -23,11 +23,12 @@ type view struct {
 	enisBy    map[string][]store.ENI
 	releaseBy map[string][]store.Release // proposed and acknowledged
 	nodeBy    map[string]store.Node
-	// demands and quarantined are filled by loadView only: the records
+	// demands, quarantined and podnets are filled by loadView only: the records
 	// that do not decode are set aside there, not fatal, so one bad record
 	// does not blind operators and planners to the rest.
 	demands     map[string]store.Demand
 	quarantined []store.Quarantined
+	podnets     []store.PodNetwork
 }
 
 // loadView reads everything a view holds.
@@ -42,6 +43,7 @@ func loadView(ctx context.Context, st ViewReads) (*view, error) {
 		return nil, fmt.Errorf("read nodes and subnets: %w", err)
 	}
 	v.subnets, v.nodes, v.usage, v.demands, v.quarantined = p.Subnets, p.Nodes, p.Usage, p.Demands, p.Quarantined
+	v.podnets = p.PodNetworks
 	if v.enis, err = st.ListENIs(ctx); err != nil {
 		return nil, fmt.Errorf("list enis: %w", err)
 	}

@@ -27,6 +27,17 @@ type nodeRow struct {
 	OperationInProgress bool   `json:"operation_in_progress"`
 	UnmetReason         string `json:"unmet_reason,omitempty"`
 	UnmetMessage        string `json:"unmet_message,omitempty"`
+	Mode                string `json:"mode,omitempty"`
+	PrefixFallback      string `json:"prefix_fallback,omitempty"`
+}
+
+// modeColumn is the node's mode, marked when some of its subnets can't
+// give it a /28 now (the JSON output says which and what it gets instead).
+func (r nodeRow) modeColumn() string {
+	if r.PrefixFallback != "" {
+		return r.Mode + " (no /28)"
+	}
+	return dash(r.Mode)
 }
 
 func cmdNodes(ctx context.Context, c *client, args []string, o *options, out io.Writer) error {
@@ -45,15 +56,16 @@ func cmdNodes(ctx context.Context, c *client, args []string, o *options, out io.
 			Assigned: n.GetAssigned(), Warm: n.GetWarm(), Pending: n.GetPending(), WarmShortfall: n.GetWarmShortfall(),
 			Alive: n.GetAlive(), OperationInProgress: n.GetOperationInProgress(),
 			UnmetReason: n.GetUnmetReason(), UnmetMessage: n.GetUnmetMessage(),
+			Mode: n.GetMode(), PrefixFallback: n.GetPrefixFallback(),
 		})
 	}
 	if o.output == "json" {
 		return writeJSON(out, rows)
 	}
-	t := newTable(out, "INSTANCE", "NODE", "TYPE", "AZ", "SUBNET", "ENIS", "ATTACHED", "ASSIGNED", "WARM",
+	t := newTable(out, "INSTANCE", "NODE", "TYPE", "AZ", "SUBNET", "MODE", "ENIS", "ATTACHED", "ASSIGNED", "WARM",
 		"PENDING", "SHORTFALL", "ALIVE", "EC2-OP", "UNMET")
 	for _, r := range rows {
-		t.row(r.InstanceID, dash(r.NodeName), r.InstanceType, r.AvailabilityZone, r.SubnetID, fmt.Sprintf("%d/%d", r.ENIs, r.MaxENIs),
+		t.row(r.InstanceID, dash(r.NodeName), r.InstanceType, r.AvailabilityZone, r.SubnetID, r.modeColumn(), fmt.Sprintf("%d/%d", r.ENIs, r.MaxENIs),
 			r.Attached, r.Assigned, r.Warm, r.Pending, r.WarmShortfall, yesNo(r.Alive), yesNo(r.OperationInProgress), dash(r.UnmetReason))
 	}
 	return t.flush()

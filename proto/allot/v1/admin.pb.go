@@ -46,9 +46,17 @@ type NodeSummary struct {
 	UnmetMessage string `protobuf:"bytes,15,opt,name=unmet_message,json=unmetMessage,proto3" json:"unmet_message,omitempty"`
 	// node_name is the Kubernetes node name the agent registered with;
 	// empty when it gave none.
-	NodeName      string `protobuf:"bytes,16,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	NodeName string `protobuf:"bytes,16,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
+	// mode is the node's address mode: "secondary-ip" or "prefix".
+	Mode string `protobuf:"bytes,17,opt,name=mode,proto3" json:"mode,omitempty"`
+	// prefix_fallback, for a node in prefix mode, says which of its subnets
+	// can't give a /28 now (EC2 answered InsufficientCidrBlocks; the broker
+	// remembers it for a while), until when, and what the node gets
+	// instead: secondary IP addresses, or new ENIs in its other subnets.
+	// Empty otherwise.
+	PrefixFallback string `protobuf:"bytes,18,opt,name=prefix_fallback,json=prefixFallback,proto3" json:"prefix_fallback,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *NodeSummary) Reset() {
@@ -189,6 +197,20 @@ func (x *NodeSummary) GetUnmetMessage() string {
 func (x *NodeSummary) GetNodeName() string {
 	if x != nil {
 		return x.NodeName
+	}
+	return ""
+}
+
+func (x *NodeSummary) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *NodeSummary) GetPrefixFallback() string {
+	if x != nil {
+		return x.PrefixFallback
 	}
 	return ""
 }
@@ -761,7 +783,7 @@ var File_allot_v1_admin_proto protoreflect.FileDescriptor
 
 const file_allot_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x14allot/v1/admin.proto\x12\ballot.v1\x1a\x15allot/v1/common.proto\"\x88\x04\n" +
+	"\x14allot/v1/admin.proto\x12\ballot.v1\x1a\x15allot/v1/common.proto\"\xc5\x04\n" +
 	"\vNodeSummary\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12#\n" +
@@ -780,7 +802,9 @@ const file_allot_v1_admin_proto_rawDesc = "" +
 	"\x15operation_in_progress\x18\r \x01(\bR\x13operationInProgress\x12!\n" +
 	"\funmet_reason\x18\x0e \x01(\tR\vunmetReason\x12#\n" +
 	"\runmet_message\x18\x0f \x01(\tR\funmetMessage\x12\x1b\n" +
-	"\tnode_name\x18\x10 \x01(\tR\bnodeName\"\x12\n" +
+	"\tnode_name\x18\x10 \x01(\tR\bnodeName\x12\x12\n" +
+	"\x04mode\x18\x11 \x01(\tR\x04mode\x12'\n" +
+	"\x0fprefix_fallback\x18\x12 \x01(\tR\x0eprefixFallback\"\x12\n" +
 	"\x10ListNodesRequest\"@\n" +
 	"\x11ListNodesResponse\x12+\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x15.allot.v1.NodeSummaryR\x05nodes\"2\n" +

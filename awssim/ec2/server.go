@@ -76,6 +76,8 @@ var handlers = map[string]handler{
 	"DescribeInstances":               (*Server).describeInstances,
 	"DescribeInstanceTypes":           (*Server).describeInstanceTypes,
 	"DescribeSubnets":                 (*Server).describeSubnets,
+	"DescribeVpcs":                    (*Server).describeVpcs,
+	"DescribeSecurityGroups":          (*Server).describeSecurityGroups,
 	"CreateTags":                      (*Server).createTags,
 	"DeleteTags":                      (*Server).deleteTags,
 }
@@ -169,7 +171,7 @@ func printable(s string) string {
 // narrowed reports whether a Describe request has a filter, IDs or
 // pagination, which puts it in the cheaper throttling class.
 func narrowed(req *ec2query.Request) bool {
-	for _, p := range []string{"Filter", "MaxResults", "NextToken", "NetworkInterfaceId", "InstanceId", "SubnetId", "InstanceType"} {
+	for _, p := range []string{"Filter", "MaxResults", "NextToken", "NetworkInterfaceId", "InstanceId", "SubnetId", "InstanceType", "VpcId", "GroupId"} {
 		if req.Params.Has(p) {
 			return true
 		}

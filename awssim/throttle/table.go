@@ -59,7 +59,7 @@ func Bucket(action string, narrowed bool) (name string, ok bool) {
 			return ClassDescribe, true
 		}
 		return ClassDescribeUnfiltered, true
-	case "DescribeSubnets", "DescribeInstanceTypes":
+	case "DescribeSubnets", "DescribeInstanceTypes", "DescribeVpcs", "DescribeSecurityGroups":
 		return ClassDescribe, true
 	}
 	return "", false

@@ -66,6 +66,11 @@ type Config struct {
 	// defaults, each a comma-separated list of its settings
 	// (ipamd.ParseTuning).
 	IPAMDTuned map[daemon.Mode][]string
+	// Cilium adds the Cilium operator model for every mode, at its defaults
+	// and with each of CiliumTuned's configurations for the mode
+	// (cilium.ParseTuning).
+	Cilium      bool
+	CiliumTuned map[daemon.Mode][]string
 	// SubnetDiscovery makes the baseline call DescribeSubnets before each
 	// CreateNetworkInterface, as ipamd does by default
 	// (ENABLE_SUBNET_DISCOVERY=true).

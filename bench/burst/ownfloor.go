@@ -65,3 +65,5 @@ func loopTerm(by string, period time.Duration, before, after []int64) floorTerm 
 	}
 	return floorTerm{by: by, sim: time.Duration(k-1) * period}
 }
+
+func secondsDuration(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

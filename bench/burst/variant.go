@@ -84,6 +84,7 @@ func runVariant(ctx context.Context, cfg Config, v Variant, work string) (res Re
 	var f fleet
 	var af *allotFleet
 	var ipf *ipamdFleet
+	var cf *ciliumFleet
 	var broker *brokerHandle
 	switch v.System {
 	case SystemAllot:
@@ -120,6 +121,14 @@ func runVariant(ctx context.Context, cfg Config, v Variant, work string) (res Re
 		}
 		defer ipf.stop()
 		f = ipf
+	case SystemCilium:
+		if cf, err = newCiliumFleet(ctx, cfg, v, cloud.ec2); err != nil {
+			return res, err
+		}
+		defer cf.stop()
+		f = cf
+	default:
+		return res, fmt.Errorf("system %q: unknown", v.System)
 	}
 	// Nodes join in batches, each warm before the next joins, as a cluster
 	// grows; the burst comes once all are in.
@@ -184,8 +193,12 @@ func runVariant(ctx context.Context, cfg Config, v Variant, work string) (res Re
 	cloudStart, _ := procOf(cloud.pid)
 	var terms []floorTerm
 	var actionsBefore []int64
+	var opCallsBefore int64
 	if ipf != nil {
 		actionsBefore = ipf.poolActions()
+	}
+	if cf != nil {
+		opCallsBefore = cf.op.Calls()
 	}
 	nodesStart := SelfProcStats()
 	progress("burst: %d pods on %d nodes; lower bound %.1fs simulated", res.Pods, cfg.Nodes, res.LowerBoundSim)
@@ -204,6 +217,9 @@ func runVariant(ctx context.Context, cfg Config, v Variant, work string) (res Re
 	cloudEnd, _ := procOf(cloud.pid)
 	if ipf != nil {
 		terms = append(terms, loopTerm("ipamd's 5 s pool loop", 5*time.Second, actionsBefore, ipf.poolActions()))
+	}
+	if cf != nil {
+		terms = append(terms, cf.limiterTerm(cf.op.Calls()-opCallsBefore))
 	}
 	var bBurst BrokerStats
 	if broker != nil {

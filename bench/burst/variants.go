@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/allotnet/allot/agent/daemon"
+	"github.com/allotnet/allot/bench/burst/cilium"
 	"github.com/allotnet/allot/bench/burst/ipamd"
 )
 
@@ -19,6 +20,9 @@ const (
 	// SystemIPAMD is aws-vpc-cni: every node's ipamd calls EC2 itself
 	// (package ipamd).
 	SystemIPAMD System = "ipamd"
+	// SystemCilium is Cilium's operator in ENI mode: one process calls EC2
+	// for every node through one client-side limiter (package cilium).
+	SystemCilium System = "cilium"
 )
 
 // Variant is one burst of the run.
@@ -36,7 +40,7 @@ type Variant struct {
 	// takes during the burst (throttle.Limiter.SetTenant). Zero: none.
 	Tenant float64
 	// Tuning is a baseline's configuration, as its settings are written
-	// (ipamd.ParseTuning); empty: its defaults.
+	// (ipamd.ParseTuning, cilium.ParseTuning); empty: its defaults.
 	Tuning string
 }
 
@@ -114,6 +118,12 @@ func (c Config) Variants() []Variant {
 				out = append(out, Variant{System: SystemIPAMD, Mode: m, Share: 1, Tuning: t})
 			}
 		}
+		if c.Cilium {
+			out = append(out, Variant{System: SystemCilium, Mode: m, Share: 1})
+			for _, t := range c.CiliumTuned[m] {
+				out = append(out, Variant{System: SystemCilium, Mode: m, Share: 1, Tuning: t})
+			}
+		}
 	}
 	return out
 }
@@ -125,10 +135,32 @@ func (c Config) Variants() []Variant {
 // prefixes.
 const DefaultIPAMDTuned = "secondary-ip:WARM_ENI_TARGET=2;prefix:WARM_PREFIX_TARGET=3"
 
-// ParseTunings reads baseline configurations per mode: entries
+// DefaultCiliumTuned is the tuned Cilium operator run next to its defaults:
+// its limiter raised to 20 calls a second with a burst of 100 (what EC2's
+// four mutating buckets a burst uses refill together), and 16 addresses
+// above the watermark in every allocation, so one call asks for more
+// without holding more in the warm pool.
+const DefaultCiliumTuned = "secondary-ip:limit-ipam-api-qps=20,limit-ipam-api-burst=100,max-above-watermark=16;prefix:limit-ipam-api-qps=20,limit-ipam-api-burst=100,max-above-watermark=16"
+
+// ParseCiliumTunings is ParseTunings for Cilium's settings.
+func ParseCiliumTunings(s string) (map[daemon.Mode][]string, error) {
+	return parseTunings(s, func(settings string) error {
+		_, err := cilium.ParseTuning(cilium.DefaultTuning(), settings)
+		return err
+	})
+}
+
+// ParseTunings reads ipamd configurations per mode: entries
 // "mode:settings" separated by ';', each checked as ipamd.ParseTuning reads
 // it.
 func ParseTunings(s string) (map[daemon.Mode][]string, error) {
+	return parseTunings(s, func(settings string) error {
+		_, err := ipamd.ParseTuning(ipamd.DefaultTuning(), settings)
+		return err
+	})
+}
+
+func parseTunings(s string, check func(string) error) (map[daemon.Mode][]string, error) {
 	out := map[daemon.Mode][]string{}
 	for _, e := range strings.Split(s, ";") {
 		if e = strings.TrimSpace(e); e == "" {
@@ -137,9 +169,9 @@ func ParseTunings(s string) (map[daemon.Mode][]string, error) {
 		m, settings, ok := strings.Cut(e, ":")
 		mode := daemon.Mode(strings.TrimSpace(m))
 		if !ok || (mode != daemon.ModeSecondaryIP && mode != daemon.ModePrefix) {
-			return nil, fmt.Errorf("ipamd configuration %q: want %s:SETTINGS or %s:SETTINGS", e, daemon.ModeSecondaryIP, daemon.ModePrefix)
+			return nil, fmt.Errorf("configuration %q: want %s:SETTINGS or %s:SETTINGS", e, daemon.ModeSecondaryIP, daemon.ModePrefix)
 		}
-		if _, err := ipamd.ParseTuning(ipamd.DefaultTuning(), settings); err != nil {
+		if err := check(settings); err != nil {
 			return nil, err
 		}
 		out[mode] = append(out[mode], strings.TrimSpace(settings))

@@ -124,6 +124,8 @@ func parseFlags(args []string, stderr io.Writer) (burst.Config, logfmt.Options, 
 	fs.BoolVar(&cfg.Baseline, "baseline", true, "also run the aws-vpc-cni ipamd baseline for every mode")
 	fs.BoolVar(&cfg.SubnetDiscovery, "subnet-discovery", true, "baseline: DescribeSubnets before each CreateNetworkInterface (ipamd's default)")
 	fs.IntVar(&cfg.BaselineMaxAttempts, "baseline-max-attempts", 0, "ipamd baseline: SDK attempts per EC2 call (0: ipamd's own, 10)")
+	fs.BoolVar(&cfg.Cilium, "cilium", true, "also run the Cilium operator model for every mode")
+	ciliumTuned := fs.String("cilium-tuned", burst.DefaultCiliumTuned, "Cilium operator configurations to run besides the defaults, as mode:setting=v,setting=v entries separated by ';' (empty: none)")
 	ipamdTuned := fs.String("ipamd-tuned", burst.DefaultIPAMDTuned, "ipamd configurations to run besides the defaults, as mode:SETTING=V,SETTING=V entries separated by ';' (empty: none)")
 	fs.IntVar(&cfg.Subnets, "subnets", burst.DefaultSubnets, "node subnets (a /16 each, over three AZs)")
 	fs.IntVar(&cfg.JoinBatch, "join-batch", burst.DefaultJoinBatch, "nodes that join at a time, each batch warm before the next")
@@ -161,6 +163,9 @@ func parseFlags(args []string, stderr io.Writer) (burst.Config, logfmt.Options, 
 		return cfg, level, profile, err
 	}
 	if cfg.IPAMDTuned, err = burst.ParseTunings(*ipamdTuned); err != nil {
+		return cfg, level, profile, err
+	}
+	if cfg.CiliumTuned, err = burst.ParseCiliumTunings(*ciliumTuned); err != nil {
 		return cfg, level, profile, err
 	}
 	if cfg.SharedDescribe, err = throttle.ParseDescribe(*describe); err != nil {

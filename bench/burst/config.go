@@ -45,6 +45,8 @@ type Config struct {
 	// Zero picks it by mode: DefaultTimeScale with secondary IPs,
 	// DefaultPrefixTimeScale with prefixes (see ScaleFor).
 	TimeScale float64
+	// Profiles are the arrival profiles to run (default: all at once).
+	Profiles []Profile
 	// Modes are the address modes to run (default both).
 	Modes []daemon.Mode
 	// Shares are the broker bucket shares to run (default 1 and 0.5).
@@ -175,7 +177,7 @@ func (c Config) bucketModel() string {
 // emptyResult is a variant's result before anything is measured.
 func (c Config) emptyResult(v Variant) Result {
 	return Result{
-		Variant: v.Name(), System: v.System, Mode: string(v.Mode), Share: v.Share,
+		Variant: v.Name(), System: v.System, Mode: string(v.Mode), Share: v.Share, Profile: v.Profile.String(),
 		TableError: v.TableError, Tenant: v.Tenant, Buckets: c.bucketModel(),
 		Nodes: c.Nodes, PodsPerNode: c.PodsPerNode, Pods: c.Nodes * c.PodsPerNode,
 		TimeScale: c.TimeScale, Seed: c.Seed, HotPathBrokerCalls: -1,

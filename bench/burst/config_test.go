@@ -70,3 +70,32 @@ func TestParseTunings(t *testing.T) {
 		}
 	}
 }
+
+// TestProfiles checks the profiles flag, the names they give variants and
+// when their pods arrive.
+func TestProfiles(t *testing.T) {
+	ps, err := ParseProfiles(DefaultProfiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) != 3 || ps[1].Rate != 100 || ps[2].Late != 0.2 {
+		t.Fatalf("ParseProfiles(%q) = %+v", DefaultProfiles, ps)
+	}
+	v := Variant{System: SystemCilium, Mode: daemon.ModePrefix, Share: 1, Profile: ps[1]}
+	if got := v.Name(); got != "cilium/prefix@ramp=100/s" {
+		t.Errorf("Name() = %q", got)
+	}
+	// 500 nodes x 46 pods at 100/s: the last pod is asked for at 229.99 s.
+	if got := ps[1].lastArrival(500, 46); got.Seconds() < 229.98 || got.Seconds() > 230 {
+		t.Errorf("ramp's last arrival %s, want 229.99s", got)
+	}
+	// 100 late nodes join in four batches of 25, 10 s apart.
+	if late := ps[2].lateNodes(500); late != 100 || joinAt(24, late) != 0 || joinAt(25, late).Seconds() != 10 || ps[2].lastArrival(500, 46).Seconds() != 30 {
+		t.Errorf("join: %d late nodes, batches at %s and %s, last %s", late, joinAt(24, late), joinAt(25, late), ps[2].lastArrival(500, 46))
+	}
+	for _, bad := range []string{"ramp=0", "ramp=x", "join=1", "join=0", "storm"} {
+		if _, err := ParseProfiles(bad); err == nil {
+			t.Errorf("ParseProfiles(%q) accepted", bad)
+		}
+	}
+}

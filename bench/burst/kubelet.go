@@ -57,9 +57,10 @@ type podResult struct {
 	ENIID    string
 	Attempts int
 	Placed   bool
-	// TTA is wall time from the burst's start to the successful ADD's
-	// return.
-	TTA time.Duration
+	// TTA is wall time from the pod's request to the successful ADD's
+	// return; Done is wall time from the burst's start to that return.
+	TTA  time.Duration
+	Done time.Duration
 }
 
 // hotPathKey tags the context of every ADD, so a wrapped broker client can
@@ -98,9 +99,9 @@ func sandboxID(node, pod, attempt int) string {
 	return hex.EncodeToString(h[:])
 }
 
-// runPod sets up one pod's sandbox on node, retrying as kubelet does, until
-// it has an address or ctx ends.
-func runPod(ctx context.Context, k kubeletModel, b cni, node, pod int, start time.Time, fails *failures) podResult {
+// runPod sets up one pod's sandbox on node, requested at requested,
+// retrying as kubelet does, until it has an address or ctx ends.
+func runPod(ctx context.Context, k kubeletModel, b cni, node, pod int, requested, start time.Time, fails *failures) podResult {
 	r := podResult{Node: node, Pod: pod}
 	for ctx.Err() == nil {
 		r.Attempts++
@@ -116,7 +117,7 @@ func runPod(ctx context.Context, k kubeletModel, b cni, node, pod int, start tim
 		res, err := b.Add(actx, req)
 		cancel()
 		if err == nil {
-			r.Placed, r.TTA, r.Addr, r.ENIID = true, time.Since(start), res.Address.Addr(), res.ENIID
+			r.Placed, r.TTA, r.Done, r.Addr, r.ENIID = true, time.Since(requested), time.Since(start), res.Address.Addr(), res.ENIID
 			return r
 		}
 		if ctx.Err() != nil {

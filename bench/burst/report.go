@@ -42,6 +42,10 @@ type Result struct {
 	System  System  `json:"system"`
 	Mode    string  `json:"mode"`
 	Share   float64 `json:"share"`
+	// Profile is how the pods arrived (Profile.String); TTA is then from
+	// each pod's own request, completion from the burst's start, and the
+	// lower bound is at least the last pod's arrival.
+	Profile string `json:"profile"`
 	// TableError and Tenant are the variant's (Variant); Buckets names
 	// awssim's bucket model (describe buckets per API or shared, refill
 	// continuous or per second).

@@ -132,15 +132,16 @@ func runVariant(ctx context.Context, cfg Config, v Variant, work string) (res Re
 	}
 	// Nodes join in batches, each warm before the next joins, as a cluster
 	// grows; the burst comes once all are in.
-	for i := 0; i < len(insts); i += cfg.JoinBatch {
-		if err := f.join(ctx, insts[i:min(i+cfg.JoinBatch, len(insts))]); err != nil {
+	early := len(insts) - v.Profile.lateNodes(len(insts))
+	for i := 0; i < early; i += cfg.JoinBatch {
+		if err := f.join(ctx, insts[i:min(i+cfg.JoinBatch, early)]); err != nil {
 			return res, err
 		}
 		if err := waitWarm(ctx, cfg, f, cfg.Deadline, progress); err != nil {
 			return res, err
 		}
 	}
-	progress("%d nodes joined and warm in %.1fs", cfg.Nodes, time.Since(setupStart).Seconds())
+	progress("%d nodes joined and warm in %.1fs", early, time.Since(setupStart).Seconds())
 	if cfg.IdleWindow > 0 && broker != nil {
 		if res.Idle, err = measureIdle(ctx, cfg, broker); err != nil {
 			return res, err
@@ -167,7 +168,8 @@ func runVariant(ctx context.Context, cfg Config, v Variant, work string) (res Re
 	// The bound is for placing the pods; the warm top-up after the last
 	// pod is in the minimum calls but not in the time.
 	podsOnly := idealPlan(v.Mode, limits, cfg.PodsPerNode, instSubnet, enis, false)
-	res.LowerBoundSim = lowerBound(lowerbound.MinCalls(podsOnly), lbShare).Seconds()
+	arrival := v.Profile.lastArrival(len(insts), cfg.PodsPerNode)
+	res.LowerBoundSim = max(lowerBound(lowerbound.MinCalls(podsOnly), lbShare), arrival).Seconds()
 	if len(plan.Unmet) > 0 {
 		res.Problems = append(res.Problems, fmt.Sprintf("the planner cannot meet %d nodes' demand (%v)", len(plan.Unmet), anyUnmet(plan)))
 	}
@@ -191,7 +193,7 @@ func runVariant(ctx context.Context, cfg Config, v Variant, work string) (res Re
 		}
 	}
 	cloudStart, _ := procOf(cloud.pid)
-	var terms []floorTerm
+	terms := []floorTerm{{by: "arrivals", sim: arrival}}
 	var actionsBefore []int64
 	var opCallsBefore int64
 	if ipf != nil {
@@ -203,7 +205,7 @@ func runVariant(ctx context.Context, cfg Config, v Variant, work string) (res Re
 	nodesStart := SelfProcStats()
 	progress("burst: %d pods on %d nodes; lower bound %.1fs simulated", res.Pods, cfg.Nodes, res.LowerBoundSim)
 
-	pods, fails, took := burst(ctx, cfg, f.backends(), func(placed int, elapsed time.Duration) {
+	pods, fails, took, joinErr := burst(ctx, cfg, v.Profile, f, insts[early:], func(placed int, elapsed time.Duration) {
 		c, _ := cloud.admin.Counters(ctx)
 		var calls, thr int64
 		for _, x := range c {
@@ -213,6 +215,9 @@ func runVariant(ctx context.Context, cfg Config, v Variant, work string) (res Re
 		progress("%6.1fs sim: %d/%d pods placed, %d EC2 calls, %d throttled", cfg.simOf(elapsed).Seconds(), placed, res.Pods, calls, thr)
 	})
 
+	if joinErr != nil {
+		res.Problems = append(res.Problems, "join during the burst: "+joinErr.Error())
+	}
 	nodesEnd := SelfProcStats()
 	cloudEnd, _ := procOf(cloud.pid)
 	if ipf != nil {
@@ -330,7 +335,7 @@ func podFigures(cfg Config, res *Result, pods []podResult, took time.Duration) {
 		}
 		res.Placed++
 		ttas = append(ttas, cfg.simOf(p.TTA))
-		last = max(last, p.TTA)
+		last = max(last, p.Done)
 	}
 	res.TTA = percentiles(ttas)
 	res.Complete = res.Placed == res.Pods

@@ -39,13 +39,21 @@ type Variant struct {
 	// Tenant is the fraction of every bucket another tool in the account
 	// takes during the burst (throttle.Limiter.SetTenant). Zero: none.
 	Tenant float64
+	// Profile is how the pods arrive.
+	Profile Profile
 	// Tuning is a baseline's configuration, as its settings are written
 	// (ipamd.ParseTuning, cilium.ParseTuning); empty: its defaults.
 	Tuning string
 }
 
-// Name is how tables and the JSON line name the variant.
+// Name is how tables and the JSON line name the variant: the system and
+// its settings, then, unless every pod arrives at once, the profile.
 func (v Variant) Name() string {
+	if v.Profile.Kind != "" && v.Profile.Kind != ProfileAll {
+		p := v
+		p.Profile = Profile{}
+		return p.Name() + "@" + v.Profile.String()
+	}
 	if v.System != SystemAllot {
 		name := fmt.Sprintf("%s/%s", v.System, v.Mode)
 		if v.Tuning != "" {
@@ -94,11 +102,27 @@ func (v Variant) boundShare() float64 {
 	return min(s, v.cloudBucketScale(), 1-v.Tenant)
 }
 
-// Variants lists the bursts of the run in order: per mode, allot at each
-// share, with each table error, with each other tenant at each share, then
-// each baseline at its defaults and tuned. A new system or policy is one
-// more block here.
+// Variants lists the bursts of the run in order: per arrival profile and
+// mode, allot at each share, with each table error, with each other tenant
+// at each share, then each baseline at its defaults and tuned. A new
+// system or policy is one more block in variantsOf.
 func (c Config) Variants() []Variant {
+	profiles := c.Profiles
+	if len(profiles) == 0 {
+		profiles = []Profile{{Kind: ProfileAll}}
+	}
+	var out []Variant
+	for _, p := range profiles {
+		for _, v := range c.variantsOf() {
+			v.Profile = p
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// variantsOf lists one profile's variants.
+func (c Config) variantsOf() []Variant {
 	var out []Variant
 	for _, m := range c.Modes {
 		for _, s := range c.Shares {

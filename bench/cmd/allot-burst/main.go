@@ -115,6 +115,7 @@ func parseFlags(args []string, stderr io.Writer) (burst.Config, logfmt.Options, 
 	fs.IntVar(&cfg.PodsPerNode, "pods-per-node", burst.DefaultPodsPerNode, "pods requested at once on every node")
 	fs.StringVar(&cfg.InstanceType, "instance-type", burst.DefaultInstanceType, "every node's instance type")
 	fs.Float64Var(&cfg.TimeScale, "time-scale", 0, fmt.Sprintf("simulated seconds per real second, for every variant (0: %g with secondary IPs, %g with prefixes)", float64(burst.DefaultTimeScale), float64(burst.DefaultPrefixTimeScale)))
+	profiles := fs.String("profiles", burst.ProfileAll, "arrival profiles, comma-separated: all (every pod at once), ramp=PODS_PER_S (cluster-wide), join=FRACTION (of nodes joining during the burst); "+burst.DefaultProfiles+" measures all three")
 	modes := fs.String("modes", "secondary-ip,prefix", "address modes to run, comma-separated")
 	shares := fs.String("shares", "1,0.5", "broker bucket shares to run, comma-separated")
 	describe := fs.String("describe-buckets", "per-api", "awssim's describe buckets: per-api (EC2's documented model) or shared (one for every Describe action)")
@@ -160,6 +161,9 @@ func parseFlags(args []string, stderr io.Writer) (burst.Config, logfmt.Options, 
 		return cfg, level, profile, err
 	}
 	if cfg.Tenants, err = floats("tenants", *tenants); err != nil {
+		return cfg, level, profile, err
+	}
+	if cfg.Profiles, err = burst.ParseProfiles(*profiles); err != nil {
 		return cfg, level, profile, err
 	}
 	if cfg.IPAMDTuned, err = burst.ParseTunings(*ipamdTuned); err != nil {

@@ -141,6 +141,11 @@ func (r *Report) addCustomNetworking(ctx context.Context, c *Cluster, pods []*Po
 	cross := CrossSubnetPairs(pairs, r.Origins)
 	r.check("custom networking: pod-to-pod pairs cross pod subnets", cross > 0 || len(c.Nodes) < 2,
 		"%d of %d pairs have their two pods in different subnets", cross, len(pairs))
+	if len(pairs) > 0 {
+		s := c.CheckSeenAsThemselves(ctx, pairs)
+		r.check("custom networking: each pod of a pair sees the other's own address (no SNAT inside the VPC's CIDRs)", s.OK(),
+			"%d/%d connections seen from the pod's own address%s", s.Tried-len(s.Failed), s.Tried, failures(s.Failed))
+	}
 }
 
 func errorsOf(s []string) []error {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,12 +37,12 @@ func TestCustomNetworkingLayoutIsTheShippedScenario(t *testing.T) {
 
 // TestCustomNetworkingDemo runs `demo --custom-networking` small: two
 // nodes in two zones, three pods each. The demo's own checks must pass
-// (pod to pod across nodes and subnets, SNAT to the outside host as the
-// node's primary address, nothing leaked after DEL, `allotctl check`
-// clean); while the pods run, the test asks the EC2 API itself where their
-// addresses are: inside the zone's pod subnets of 100.64.0.0/16, never the
-// node's subnet, on ENIs allot created there with the pod network's
-// security groups.
+// (pod to pod across nodes and subnets, each pod seen by the other as its
+// own address, SNAT to the outside host as the node's primary address,
+// nothing leaked after DEL, `allotctl check` clean); while the pods run,
+// the test asks the EC2 API itself where their addresses are: inside the
+// zone's pod subnets of 100.64.0.0/16, never the node's subnet, on ENIs
+// allot created there with the pod network's security groups.
 func TestCustomNetworkingDemo(t *testing.T) {
 	requireCluster(t)
 	t0 := time.Now()
@@ -65,6 +66,13 @@ func TestCustomNetworkingDemo(t *testing.T) {
 	t.Logf("demo report (%.1f s):\n%s", time.Since(t0).Seconds(), text.String())
 	if !rep.Passed || !peakSeen {
 		t.Fatalf("demo checks failed (at peak: %v)", peakSeen)
+	}
+	seen := false
+	for _, ch := range rep.Checks {
+		seen = seen || (ch.OK && strings.Contains(ch.Name, "sees the other's own address"))
+	}
+	if !seen {
+		t.Errorf("no passed check that pods see each other's own addresses: %+v", rep.Checks)
 	}
 	if len(rep.Origins) != 6 || len(rep.PodNetworks) != 2 {
 		t.Errorf("%d address origins, %d pod networks; want 6 and 2", len(rep.Origins), len(rep.PodNetworks))

@@ -13,9 +13,16 @@ func (p *planning) newENISubnet(n *Node) string {
 	if len(n.Subnets) == 0 {
 		return n.SubnetID
 	}
+	return MostRoom(n.Subnets, p.budget)
+}
+
+// MostRoom returns the subnet of ids with the most room (ties: the lowest
+// ID), "" for none: the rule that places every new ENI, also used to
+// say where a node's next ENI goes outside a plan.
+func MostRoom(ids []string, room map[string]int64) string {
 	best := ""
-	for _, id := range n.Subnets {
-		if best == "" || p.budget[id] > p.budget[best] || (p.budget[id] == p.budget[best] && id < best) {
+	for _, id := range ids {
+		if best == "" || room[id] > room[best] || (room[id] == room[best] && id < best) {
 			best = id
 		}
 	}

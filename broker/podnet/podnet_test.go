@@ -144,3 +144,27 @@ func TestNoPrefix(t *testing.T) {
 		}
 	}
 }
+
+func TestHome(t *testing.T) {
+	subnets := map[string]store.Subnet{
+		"subnet-node": {ID: "subnet-node", AvailabilityZone: "us-east-1a", VPCID: "vpc-1", Usable: 1000},
+		"subnet-p1":   {ID: "subnet-p1", AvailabilityZone: "us-east-1a", VPCID: "vpc-1", Usable: 500, Headroom: 400},
+		"subnet-p2":   {ID: "subnet-p2", AvailabilityZone: "us-east-1a", VPCID: "vpc-1", Usable: 200},
+		"subnet-b":    {ID: "subnet-b", AvailabilityZone: "us-east-1b", VPCID: "vpc-1", Usable: 9000},
+	}
+	nets := []store.PodNetwork{{Name: "pods", Selector: store.NodeSelector{AvailabilityZone: "us-east-1a"},
+		SubnetIDs: []string{"subnet-p1", "subnet-p2", "subnet-b"}}}
+	n := node("us-east-1a", nil)
+	n.SubnetID = "subnet-node"
+	if got := Home(nets, n, subnets); got != "subnet-p2" {
+		t.Errorf("home %q; want subnet-p2 (200 left, p1 only 100, b in another zone)", got)
+	}
+	if got := Home(nil, n, subnets); got != "subnet-node" {
+		t.Errorf("home without networks %q; want the node's own subnet", got)
+	}
+	other := node("us-east-1c", nil)
+	other.SubnetID = "subnet-node"
+	if got := Home(nets, other, subnets); got != "subnet-node" {
+		t.Errorf("home of an unselected node %q; want its own subnet", got)
+	}
+}

@@ -77,7 +77,7 @@ func (s *budgetService) GetSubnetBudget(ctx context.Context, req *allotv1.GetSub
 func findBudget(v *view, id string) (*allotv1.SubnetBudget, error) {
 	for _, sn := range v.subnets {
 		if sn.ID == id {
-			b := Figures(sn, v.nodes, v.enis, v.usage)
+			b := Figures(sn, v.podNodes(), v.enis, v.usage)
 			b.Revision = v.rev
 			return b, nil
 		}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"maps"
 	"testing"
 
 	"github.com/allotnet/allot/broker/store"
@@ -125,4 +126,35 @@ func checkSum(t *testing.T, total *allotv1.CapacityTotal, ids []string, byID map
 	if total.GetSubnets() != int64(len(ids)) || total.GetSubnets() == 0 {
 		t.Errorf("%q: %d subnets, want %d", total.GetAvailabilityZone(), total.GetSubnets(), len(ids))
 	}
+}
+
+// TestCapacityCountsNodesWhereTheirPodsGo: a node whose pod network sends
+// its new ENIs to other subnets is counted in the one its next ENI goes to
+// (the most budget left), not in the subnet it registered in, and the
+// zone's total is still the sum of its subnets.
+func TestCapacityCountsNodesWhereTheirPodsGo(t *testing.T) {
+	v := &view{rev: 3, usage: map[string]store.Usage{}}
+	v.subnets = []store.Subnet{
+		{ID: "subnet-node", CIDR: "10.0.0.0/24", AvailabilityZone: "us-east-1a", VPCID: "vpc-1", Usable: 251, UsedByOthers: 1},
+		{ID: "subnet-p1", CIDR: "100.64.0.0/24", AvailabilityZone: "us-east-1a", VPCID: "vpc-1", Usable: 251, Headroom: 200},
+		{ID: "subnet-p2", CIDR: "100.64.1.0/24", AvailabilityZone: "us-east-1a", VPCID: "vpc-1", Usable: 251},
+	}
+	v.nodes = []store.Node{{InstanceID: "i-a", SubnetID: "subnet-node", AvailabilityZone: "us-east-1a", VPCID: "vpc-1",
+		Mode: modeSecondary, MaxENIs: 3, IPv4PerENI: 10}}
+	v.podnets = []store.PodNetwork{{Name: "pods", Selector: store.NodeSelector{AvailabilityZone: "us-east-1a"},
+		SubnetIDs: []string{"subnet-p1", "subnet-p2"}}}
+	v.index()
+	resp := capacity(v)
+	nodes := map[string]int64{}
+	for _, b := range resp.GetSubnets() {
+		nodes[b.GetSubnetId()] = b.GetPods().GetNodes()
+	}
+	if want := map[string]int64{"subnet-node": 0, "subnet-p1": 0, "subnet-p2": 1}; !maps.Equal(nodes, want) {
+		t.Errorf("nodes counted per subnet %v; want %v (p2 has the most budget left)", nodes, want)
+	}
+	byID := map[string]*allotv1.SubnetBudget{}
+	for _, b := range resp.GetSubnets() {
+		byID[b.GetSubnetId()] = b
+	}
+	checkSum(t, resp.GetZones()[0], []string{"subnet-node", "subnet-p1", "subnet-p2"}, byID)
 }

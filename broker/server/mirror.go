@@ -24,6 +24,7 @@ type mirror struct {
 	usage    map[string]store.Usage
 	releases map[string]store.Release
 	statuses map[string]store.NodeStatus
+	podnets  map[string]store.PodNetwork
 	cidrs    map[string]string          // subnet ID -> CIDR, for the ENI messages
 	enisOf   map[string]map[string]bool // instance ID -> its ENI IDs
 	relsOf   map[string]map[string]bool // instance ID -> its release IDs
@@ -47,6 +48,10 @@ func (m *mirror) reset(r *store.Records) {
 	m.cidrs = make(map[string]string, len(r.Subnets))
 	for _, s := range r.Subnets {
 		m.subnets[s.ID], m.cidrs[s.ID] = s, s.CIDR
+	}
+	m.podnets = make(map[string]store.PodNetwork, len(r.PodNetworks))
+	for _, pn := range r.PodNetworks {
+		m.podnets[pn.Name] = pn
 	}
 	m.nodes = make(map[string]store.Node, len(r.Nodes))
 	for _, n := range r.Nodes {
@@ -115,6 +120,14 @@ func (m *mirror) apply(c store.Change) {
 					m.dirty[e.InstanceID] = true
 				}
 			}
+		}
+	case store.RecordPodNetwork:
+		// Where nodes' pods go moves only the budget figures, not any
+		// node's message.
+		if pn, ok := c.Record.(store.PodNetwork); ok && !c.Deleted {
+			m.podnets[c.ID] = pn
+		} else {
+			delete(m.podnets, c.ID)
 		}
 	case store.RecordNode:
 		if n, ok := c.Record.(store.Node); ok && !c.Deleted {
@@ -259,6 +272,7 @@ func (m *mirror) flat() *view {
 		usage:    maps.Clone(m.usage),
 		releases: sortedValues(m.releases, releaseOrder),
 		statuses: maps.Clone(m.statuses),
+		podnets:  sortedValues(m.podnets, func(a, b store.PodNetwork) int { return strings.Compare(a.Name, b.Name) }),
 	}
 	v.index()
 	return v

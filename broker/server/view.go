@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/allotnet/allot/broker/podnet"
 	"github.com/allotnet/allot/broker/store"
 )
 
@@ -23,12 +24,18 @@ type view struct {
 	enisBy    map[string][]store.ENI
 	releaseBy map[string][]store.Release // proposed and acknowledged
 	nodeBy    map[string]store.Node
-	// demands, quarantined and podnets are filled by loadView only: the records
+	// demands and quarantined are filled by loadView only: the records
 	// that do not decode are set aside there, not fatal, so one bad record
 	// does not blind operators and planners to the rest.
 	demands     map[string]store.Demand
 	quarantined []store.Quarantined
 	podnets     []store.PodNetwork
+}
+
+// podNodes is the nodes each counted in the subnet its pods go to
+// (podnet.AtHome): the budget figures count a node's free pod slots there.
+func (v *view) podNodes() []store.Node {
+	return podnet.AtHome(v.podnets, v.nodes, v.subnets)
 }
 
 // loadView reads everything a view holds.

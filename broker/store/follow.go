@@ -24,18 +24,22 @@ const (
 	RecordUsage   RecordKind = kindUsage
 	RecordRelease RecordKind = kindReleases
 	RecordStatus  RecordKind = kindStatus
+	// RecordPodNetwork changes only where nodes' pods go, which the
+	// budget figures count.
+	RecordPodNetwork RecordKind = kindPodNetworks
 )
 
 // Records is every record of the followed kinds at one etcd revision.
 type Records struct {
-	Rev      int64
-	Subnets  []Subnet
-	Nodes    []Node
-	ENIs     []ENI
-	Usage    []Usage
-	Releases []Release
-	Statuses []NodeStatus
-	// Quarantined are subnet, node, usage and status records that do not
+	Rev         int64
+	Subnets     []Subnet
+	Nodes       []Node
+	ENIs        []ENI
+	Usage       []Usage
+	Releases    []Release
+	Statuses    []NodeStatus
+	PodNetworks []PodNetwork
+	// Quarantined are subnet, node, usage, status and pod network records that do not
 	// decode, left out of the lists above (see Planning).
 	Quarantined []Quarantined
 }
@@ -46,7 +50,7 @@ type Change struct {
 	ID      string
 	Deleted bool
 	// Record is the new value unless Deleted: a Subnet, Node, ENI, Usage,
-	// Release or NodeStatus (the type Kind names) with Rev set.
+	// Release, NodeStatus or PodNetwork (the type Kind names) with Rev set.
 	Record any
 	// Quarantined, when set, says why a written subnet, node, usage or
 	// status record does not decode; the change then reads as Deleted, so
@@ -213,7 +217,7 @@ func (f *Follower) watch(rev int64) error {
 // readRecords reads every followed record in one transaction.
 func (s *Store) readRecords(ctx context.Context) (*Records, error) {
 	dirs := []string{s.dir(kindSubnets), s.dir(kindNodes), s.dir(kindENIs), s.dir(kindUsage),
-		s.dir(kindReleases), s.dir(kindStatus)}
+		s.dir(kindReleases), s.dir(kindStatus), s.dir(kindPodNetworks)}
 	v, err := s.read(ctx, nil, dirs)
 	if err != nil {
 		return nil, err
@@ -235,6 +239,9 @@ func (s *Store) readRecords(ctx context.Context) (*Records, error) {
 		return nil, err
 	}
 	if r.Statuses, err = listSound[*NodeStatus](v, kindStatus, &r.Quarantined); err != nil {
+		return nil, err
+	}
+	if r.PodNetworks, err = listSound[*PodNetwork](v, kindPodNetworks, &r.Quarantined); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -268,6 +275,8 @@ func (s *Store) decodeEvents(evs []*clientv3.Event) ([]Change, error) {
 			c.Record, err = decodeEvent[*Release](key, ev, id)
 		case RecordStatus:
 			c.Record, err = decodeEvent[*NodeStatus](key, ev, id)
+		case RecordPodNetwork:
+			c.Record, err = decodeEvent[*PodNetwork](key, ev, id)
 		default:
 			continue
 		}
@@ -285,7 +294,7 @@ func (s *Store) decodeEvents(evs []*clientv3.Event) ([]Change, error) {
 // quarantinable reports whether a record of kind that does not decode is
 // set aside rather than failing the batch.
 func quarantinable(k RecordKind) bool {
-	return k == RecordSubnet || k == RecordNode || k == RecordUsage || k == RecordStatus
+	return k == RecordSubnet || k == RecordNode || k == RecordUsage || k == RecordStatus || k == RecordPodNetwork
 }
 
 // decodeEvent decodes a put's value; nil for a delete.

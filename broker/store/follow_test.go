@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
+	"slices"
 	"testing"
 	"time"
 )
@@ -222,5 +223,39 @@ func TestFollowSetsAsideUndecodable(t *testing.T) {
 	changes = changesUntil(t, f, sn.Rev)
 	if len(changes) != 1 || changes[0].Kind != RecordSubnet || changes[0].Deleted {
 		t.Fatalf("changes after the bad record %+v", changes)
+	}
+}
+
+// TestFollowPodNetworks: pod networks are in the snapshot and their
+// writes and deletes arrive as changes, for the budget figures that count
+// nodes where their pods go.
+func TestFollowPodNetworks(t *testing.T) {
+	s := newStore(t)
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	if _, err := s.PutPodNetwork(ctx, PodNetwork{Name: "a", SubnetIDs: []string{"subnet-1"}}, 0); err != nil {
+		t.Fatal(err)
+	}
+	f := s.Follow(ctx)
+	snap := nextUpdate(t, f).Snapshot
+	if snap == nil || len(snap.PodNetworks) != 1 || snap.PodNetworks[0].Name != "a" {
+		t.Fatalf("snapshot %+v", snap)
+	}
+	if _, err := s.PutPodNetwork(ctx, PodNetwork{Name: "a", SubnetIDs: []string{"subnet-2"}}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeletePodNetwork(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	rev, err := readRev(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changes := changesUntil(t, f, rev)
+	if len(changes) != 2 || changes[0].Kind != RecordPodNetwork || changes[1].Kind != RecordPodNetwork || !changes[1].Deleted {
+		t.Fatalf("changes %+v", changes)
+	}
+	if pn, ok := changes[0].Record.(PodNetwork); !ok || !slices.Equal(pn.SubnetIDs, []string{"subnet-2"}) {
+		t.Errorf("first change %+v; want the network with subnet-2", changes[0].Record)
 	}
 }

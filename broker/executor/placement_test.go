@@ -212,3 +212,35 @@ func TestPrefixFallbackOnFragmentedSubnet(t *testing.T) {
 		t.Errorf("whole subnet record: %+v, %v; want no fallback", other, err)
 	}
 }
+
+// A prefix-mode node whose pod network has a fragmented subnet and a whole
+// one: the fragmented one has the most budget and is tried first; after
+// EC2's InsufficientCidrBlocks the node's new ENIs go to the whole subnet,
+// still with prefixes.
+func TestPrefixFallbackKeepsOtherSubnetsInPrefixMode(t *testing.T) {
+	e := newEnv(t, envOpts{scenario: podSubnetsWorld("c5.xlarge", 1)})
+	if n, err := e.sim.World().FragmentSubnet(podSubnet1); err != nil || n == 0 {
+		t.Fatalf("fragment %s: %d, %v", podSubnet1, n, err)
+	}
+	e.recordPodSubnets(t, nil) // the /22 has the most budget
+	e.putPodNetwork(t, podSubnet1, podSubnet3)
+	inst := e.insts[0]
+	e.register(t, inst, 20, 0, func(n *store.Node) { n.Mode = "prefix" })
+	e.start(t, executor.Config{})
+	waitFor(t, "20 addresses", 60*time.Second, func() (bool, error) {
+		return e.satisfied(ctxT(t), map[string]int{inst.ID: 20})
+	})
+	for _, x := range e.newENIs(t, inst.ID) {
+		if x.SubnetID != podSubnet3 || len(x.Prefixes) == 0 || len(x.Addresses) != 0 {
+			t.Errorf("ENI %s in %s with %d prefixes and %d addresses; want prefixes only, in %s",
+				x.ID, x.SubnetID, len(x.Prefixes), len(x.Addresses), podSubnet3)
+		}
+	}
+	sn, err := e.st.GetSubnet(ctxT(t), podSubnet1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sn.NoPrefix(time.Now()) {
+		t.Errorf("fragmented subnet not recorded as giving no /28: %+v", sn)
+	}
+}

@@ -193,6 +193,9 @@ type Report struct {
 	Started  time.Time `json:"started"`
 	WallTime float64   `json:"wall_s"`
 	Results  []Result  `json:"results"`
+	// Summary is the results over their seeds (Summaries), filled by
+	// WriteJSON.
+	Summary []Summary `json:"summaries,omitempty"`
 }
 
 // machine reads /proc for the record.
@@ -430,6 +433,7 @@ func (r Report) Failed() int {
 
 // WriteJSON writes the report as one line.
 func (r Report) WriteJSON(w io.Writer) error {
+	r.Summary = r.Summaries()
 	b, err := json.Marshal(r)
 	if err != nil {
 		return err

@@ -54,7 +54,7 @@ func runVariant(ctx context.Context, cfg Config, v Variant, work string) (res Re
 	cloud, err := startCloud(ctx, cfg, CloudConfig{
 		Nodes: cfg.Nodes, InstanceType: cfg.InstanceType, Subnets: subnetsFor(cfg), TimeScale: cfg.TimeScale, Seed: cfg.Seed,
 		Semantics:   throttle.Semantics{SharedDescribe: cfg.SharedDescribe, DiscreteRefill: cfg.DiscreteRefill},
-		BucketScale: v.cloudBucketScale(),
+		BucketScale: v.cloudBucketScale() * cfg.accountScale(),
 	})
 	if err != nil {
 		return res, err
@@ -102,7 +102,7 @@ func runVariant(ctx context.Context, cfg Config, v Variant, work string) (res Re
 			return res, err
 		}
 		broker, err = startBrokerHandle(ctx, cfg, BrokerConfig{
-			DataDir: etcdDir, EC2Endpoint: cloud.ec2, Share: v.brokerShare(), TimeScale: cfg.TimeScale,
+			DataDir: etcdDir, EC2Endpoint: cloud.ec2, Share: v.brokerShare() * cfg.accountScale(), TimeScale: cfg.TimeScale,
 			Fsync: cfg.EtcdFsync, Reconciler: true, CPUProfile: profilePath(cfg.BrokerCPUProfile, v),
 			PKIDir: pkiDir,
 		})
@@ -164,7 +164,7 @@ func runVariant(ctx context.Context, cfg Config, v Variant, work string) (res Re
 	}
 	plan := idealPlan(v.Mode, limits, cfg.PodsPerNode, instSubnet, enis, true)
 	res.Minimum = lowerbound.MinCalls(plan)
-	lbShare := v.boundShare()
+	lbShare := v.boundShare() * cfg.accountScale()
 	// The bound is for placing the pods; the warm top-up after the last
 	// pod is in the minimum calls but not in the time.
 	podsOnly := idealPlan(v.Mode, limits, cfg.PodsPerNode, instSubnet, enis, false)

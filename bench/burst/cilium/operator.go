@@ -134,7 +134,7 @@ type Operator struct {
 	log     *slog.Logger
 	ec2     *ec2.Client
 	limiter *rate.Limiter
-	// calls counts EC2 operations sent through the limiter (the SDK's
+	// calls counts EC2 operations the limiter has let through (the SDK's
 	// retries of one operation are not counted again).
 	calls atomic.Int64
 
@@ -206,8 +206,11 @@ func (o *Operator) Calls() int64 { return o.calls.Load() }
 
 // limit waits for the limiter, as every call of Cilium's EC2 client does.
 func (o *Operator) limit(ctx context.Context) error {
+	if err := o.limiter.Wait(ctx); err != nil {
+		return err
+	}
 	o.calls.Add(1)
-	return o.limiter.Wait(ctx)
+	return nil
 }
 
 // wall turns a simulated duration into wall time.

@@ -94,6 +94,10 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "allot-burst: %v\n", err)
 		return 1
 	}
+	if err := rep.WriteSummary(os.Stdout); err != nil {
+		fmt.Fprintf(os.Stderr, "allot-burst: %v\n", err)
+		return 1
+	}
 	if err := rep.WriteJSON(os.Stdout); err != nil {
 		fmt.Fprintf(os.Stderr, "allot-burst: %v\n", err)
 		return 1
@@ -133,6 +137,11 @@ func parseFlags(args []string, stderr io.Writer) (burst.Config, logfmt.Options, 
 	fs.DurationVar(&cfg.Deadline, "deadline", burst.DefaultDeadline, "longest a burst may take, simulated")
 	fs.BoolVar(&cfg.EtcdFsync, "etcd-fsync", true, "fsync the broker's etcd as in production")
 	fs.Int64Var(&cfg.Seed, "seed", 1, "awssim seed")
+	fs.Float64Var(&cfg.AccountScale, "account-scale", 1, "scale every EC2 bucket of the simulated account (size and refill) by this fraction; the broker is told")
+	quick := fs.Bool("quick", false, fmt.Sprintf("the CI-sized run: %d nodes against an account at %g%% of EC2's buckets (so every ratio is defined), bucket share 1, baselines at their defaults only; flags given explicitly win", burst.QuickNodes, 100*burst.QuickAccountScale))
+	nodeCounts := fs.String("node-counts", "", "a sweep: run everything at each node count, comma-separated (overrides --nodes)")
+	seeds := fs.String("seeds", "", "repetitions: run everything with each awssim seed, comma-separated (overrides --seed)")
+	timeScales := fs.String("time-scales", "", "run everything at each time scale, comma-separated (overrides --time-scale)")
 	inProcess := fs.Bool("in-process", false, "run the broker and awssim in the harness process (no CPU/RSS attribution)")
 	fs.StringVar(&cfg.BrokerCPUProfile, "broker-cpuprofile", "", "write each variant's broker CPU profile to this path plus a suffix")
 	fs.StringVar(&profile, "cpuprofile", "", "write the harness's own CPU profile (the nodes and the kubelet stand-in) to this file")
@@ -148,6 +157,38 @@ func parseFlags(args []string, stderr io.Writer) (burst.Config, logfmt.Options, 
 	var err error
 	if level, err = logFlags.Parse(); err != nil {
 		return cfg, level, profile, err
+	}
+	if *quick {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["nodes"] {
+			cfg.Nodes = burst.QuickNodes
+		}
+		if !set["account-scale"] {
+			cfg.AccountScale = burst.QuickAccountScale
+		}
+		if !set["shares"] {
+			*shares = "1"
+		}
+		if !set["ipamd-tuned"] {
+			*ipamdTuned = ""
+		}
+		if !set["cilium-tuned"] {
+			*ciliumTuned = ""
+		}
+	}
+	if cfg.NodeCounts, err = ints("node-counts", *nodeCounts); err != nil {
+		return cfg, level, profile, err
+	}
+	if cfg.TimeScales, err = floats("time-scales", *timeScales); err != nil {
+		return cfg, level, profile, err
+	}
+	var ss []int
+	if ss, err = ints("seeds", *seeds); err != nil {
+		return cfg, level, profile, err
+	}
+	for _, x := range ss {
+		cfg.Seeds = append(cfg.Seeds, int64(x))
 	}
 	for _, m := range strings.Split(*modes, ",") {
 		if m = strings.TrimSpace(m); m != "" {
@@ -194,6 +235,22 @@ func parseFlags(args []string, stderr io.Writer) (burst.Config, logfmt.Options, 
 		return cfg, level, profile, err
 	}
 	return cfg, level, profile, nil
+}
+
+// ints parses a comma-separated list of whole numbers given to --name.
+func ints(name, list string) ([]int, error) {
+	var out []int
+	for _, s := range strings.Split(list, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		v, err := strconv.Atoi(s)
+		if err != nil {
+			return nil, fmt.Errorf("--%s %q: %w", name, s, err)
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }
 
 // floats parses a comma-separated list of numbers given to --name.

@@ -48,6 +48,14 @@ type AddInstancesRequest struct {
 	Tags             map[string]string `json:"tags,omitempty"`
 }
 
+// FragmentResult answers POST /v1/subnets/{id}/fragment: one address of
+// every wholly free /28 block was taken (world.World.FragmentSubnet), so
+// prefix requests in the subnet fail with InsufficientCidrBlocks.
+type FragmentResult struct {
+	Taken  int          `json:"taken"`
+	Subnet world.Subnet `json:"subnet"`
+}
+
 // ThrottleState is the admin view of the token buckets.
 type ThrottleState struct {
 	Disabled bool                     `json:"disabled"`
@@ -73,6 +81,7 @@ type ThrottleState struct {
 //	GET    /v1/instances           POST /v1/instances (AddInstancesRequest)
 //	DELETE /v1/instances/{id}
 //	GET    /v1/subnets             with exact available counts
+//	POST   /v1/subnets/{id}/fragment  no free /28 left (FragmentResult)
 //	GET    /v1/enis
 //	GET    /v1/faults              PUT /v1/faults (FaultsState)
 //	GET    /v1/throttle            PUT /v1/throttle (ThrottleState)
@@ -110,6 +119,15 @@ func (s *Sim) adminHandler() http.Handler {
 		_, _ = w.Write(pem)
 	})
 	mux.HandleFunc("GET /v1/subnets", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, s.world.Subnets()) })
+	mux.HandleFunc("POST /v1/subnets/{id}/fragment", func(w http.ResponseWriter, r *http.Request) {
+		taken, err := s.world.FragmentSubnet(r.PathValue("id"))
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		sn, _ := s.world.Subnet(r.PathValue("id"))
+		writeJSON(w, http.StatusOK, FragmentResult{Taken: taken, Subnet: sn})
+	})
 	mux.HandleFunc("GET /v1/enis", func(w http.ResponseWriter, _ *http.Request) {
 		var out []world.NetworkInterface
 		for _, i := range s.world.AllNetworkInterfaces() {

@@ -140,3 +140,27 @@ func TestAdminCountersInstancesFaults(t *testing.T) {
 		t.Fatalf("second CreateTags with a 1-token bucket: %v", err)
 	}
 }
+
+// TestAdminFragmentSubnet: the admin API leaves a subnet with free
+// addresses but no free /28, so a prefix request fails with
+// InsufficientCidrBlocks while secondary addresses are still given.
+func TestAdminFragmentSubnet(t *testing.T) {
+	h := startDefault(t)
+	var res awssim.FragmentResult
+	if st := adminDo(t, h, "POST", "/v1/subnets/"+subnetB+"/fragment", nil, &res); st != 200 || res.Taken == 0 || res.Subnet.AvailableIPs < 16 {
+		t.Fatalf("fragment: status %d, %+v", st, res)
+	}
+	eni := h.createENI(t, subnetB, 0)
+	_, err := h.ec2.AssignPrivateIpAddresses(h.ctx, &ec2.AssignPrivateIpAddressesInput{
+		NetworkInterfaceId: aws.String(eni), Ipv4PrefixCount: aws.Int32(1),
+	})
+	apiErr(t, err, "InsufficientCidrBlocks", "")
+	if _, err := h.ec2.AssignPrivateIpAddresses(h.ctx, &ec2.AssignPrivateIpAddressesInput{
+		NetworkInterfaceId: aws.String(eni), SecondaryPrivateIpAddressCount: aws.Int32(3),
+	}); err != nil {
+		t.Fatalf("secondary addresses in the fragmented subnet: %v", err)
+	}
+	if st := adminDo(t, h, "POST", "/v1/subnets/subnet-0000000000000000f/fragment", nil, nil); st != 400 {
+		t.Errorf("fragmenting an unknown subnet: status %d, want 400", st)
+	}
+}

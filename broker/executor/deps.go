@@ -23,8 +23,12 @@ type Reads interface {
 	// SetNoPrefix records that a subnet has no free /28 until a time.
 	SetNoPrefix(ctx context.Context, id string, until time.Time, reason string) (store.Subnet, error)
 	ListENIs(ctx context.Context) ([]store.ENI, error)
-	// Watch wakes the engine on every change.
-	Watch(ctx context.Context) <-chan int64
+	// Follow keeps the engine's view of the records current (a full
+	// read, then an etcd watch's changes).
+	Follow(ctx context.Context) *store.Follower
+	// LastWrite is the revision of the store's latest write: the view
+	// holds everything the engine wrote once it has reached it.
+	LastWrite() int64
 }
 
 // Intents is the write-ahead record of EC2 calls: an intent (reserving

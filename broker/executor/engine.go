@@ -16,6 +16,7 @@ import (
 
 	"github.com/allotnet/allot/broker/clock"
 	"github.com/allotnet/allot/broker/instances"
+	"github.com/allotnet/allot/broker/store"
 )
 
 // Config is everything the engine needs; main builds it. Its timers are in
@@ -63,6 +64,12 @@ type Config struct {
 	// ReleaseTimeout cancels a proposal the agent did not acknowledge in
 	// this long. Default 5m.
 	ReleaseTimeout time.Duration
+
+	// StatusHold is how long a reason for a node's unmet demand must hold
+	// before it is published to the node's status record (a clear is
+	// published at once), so a moment's shortfall costs no write. Default
+	// 5s.
+	StatusHold time.Duration
 
 	// Clock is the time the timers above are in: the wall clock (the zero
 	// Clock), or a simulated EC2's faster one.
@@ -121,6 +128,9 @@ func (c *Config) defaults() {
 	if c.ReleaseTimeout <= 0 {
 		c.ReleaseTimeout = DefaultReleaseTimeout
 	}
+	if c.StatusHold <= 0 {
+		c.StatusHold = DefaultStatusHold
+	}
 	for _, d := range []*time.Duration{
 		&c.Interval, &c.Gather, &c.WarmGather, &c.GatherMax, &c.Lookahead,
 		&c.FailureBackoff, &c.ReleaseAfter, &c.ReleaseTimeout,
@@ -140,6 +150,7 @@ const (
 	DefaultFailureBackoff = 2 * time.Second
 	DefaultReleaseAfter   = 2 * time.Minute
 	DefaultReleaseTimeout = 5 * time.Minute
+	DefaultStatusHold     = 5 * time.Second
 )
 
 // Timers returns c with every timer set: the defaults for those left zero,
@@ -164,6 +175,10 @@ type Engine struct {
 	inst *instances.Manager
 	// unmet is why each node's demand is unmet, and what was published.
 	unmet *unmetBook
+	// view and updates are the records followed from etcd during a Run
+	// (Run's goroutine alone uses them).
+	view    *view
+	updates <-chan store.FollowUpdate
 
 	mu    sync.Mutex
 	stats Stats
@@ -174,9 +189,10 @@ func New(cfg Config) *Engine {
 	cfg.defaults()
 	log := cfg.Logger.With("component", "executor")
 	return &Engine{
-		cfg:   cfg,
-		log:   log,
-		unmet: newUnmetBook(log),
+		cfg: cfg,
+		log: log,
+		// The book compares the clock's times: the hold stays in them.
+		unmet: newUnmetBook(log, cfg.StatusHold),
 		st:    newSerialStore(cfg.Store),
 		ec2:   cfg.EC2,
 		inst:  instances.New(cfg.Store, cfg.EC2, cfg.Interval),
@@ -204,8 +220,9 @@ func (e *Engine) Run(ctx context.Context) error {
 		wg.Go(func() { e.work(ctx, rs) })
 	}
 
-	// Watch before resolving, so no change made meanwhile goes unseen.
-	wake := e.st.Watch(ctx)
+	// Follow before resolving, so no change made meanwhile goes unseen.
+	e.view, e.updates = &view{}, e.st.Follow(ctx).Updates()
+	defer func() { e.view, e.updates = nil, nil }()
 	if err := e.seedLedger(ctx, rs); err != nil && ctx.Err() == nil {
 		e.stopIfDeposed(rs, err)
 		e.log.Warn("reading finished intents", "err", err)
@@ -228,13 +245,14 @@ func (e *Engine) Run(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-		case _, ok := <-wake:
+		case u, ok := <-e.updates:
 			if !ok {
 				continue
 			}
-			e.settle(ctx, wake)
+			e.view.update(u)
+			e.settle(ctx)
 		case <-rs.kick:
-			e.settle(ctx, wake)
+			e.settle(ctx)
 		case <-tick.C:
 		}
 	}
@@ -258,7 +276,7 @@ func (e *Engine) prune(ctx context.Context, now time.Time) {
 }
 
 // settle waits briefly for more changes so that they are planned together.
-func (e *Engine) settle(ctx context.Context, wake <-chan int64) {
+func (e *Engine) settle(ctx context.Context) {
 	t := time.NewTimer(settle)
 	defer t.Stop()
 	for {
@@ -267,7 +285,11 @@ func (e *Engine) settle(ctx context.Context, wake <-chan int64) {
 			return
 		case <-t.C:
 			return
-		case <-wake:
+		case u, ok := <-e.updates:
+			if !ok {
+				return
+			}
+			e.view.update(u)
 		}
 	}
 }

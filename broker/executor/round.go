@@ -34,7 +34,7 @@ func (e *Engine) round(ctx context.Context, rs *runState) error {
 	queued := rs.queuedCost()
 	now := e.cfg.Clock.Now()
 	full := now.Sub(rs.intentsRead) >= e.cfg.Interval
-	snap, err := e.load(ctx, full)
+	snap, err := e.current(ctx, full)
 	if err != nil {
 		return err
 	}
@@ -50,7 +50,7 @@ func (e *Engine) round(ctx context.Context, rs *runState) error {
 		e.log.Warn("describing node info", "err", infoErr)
 	}
 	if changed {
-		if snap, err = e.load(ctx, false); err != nil {
+		if snap, err = e.current(ctx, false); err != nil {
 			return err
 		}
 	}

@@ -30,10 +30,8 @@ type snapshot struct {
 	registered map[string]bool
 }
 
-// load reads the state a round works from. Open intents come from the
-// store's mirror, read in full from etcd only when fullIntents is set.
-func (e *Engine) load(ctx context.Context, fullIntents bool) (*snapshot, error) {
-	s := &snapshot{
+func newSnapshot() *snapshot {
+	return &snapshot{
 		node:     map[string]store.Node{},
 		enis:     map[string]store.ENI{},
 		byNode:   map[string][]store.ENI{},
@@ -42,6 +40,12 @@ func (e *Engine) load(ctx context.Context, fullIntents bool) (*snapshot, error) 
 		openENI:  map[string]bool{},
 		releases: map[string][]store.Release{},
 	}
+}
+
+// load reads the state a round works from. Open intents come from the
+// store's mirror, read in full from etcd only when fullIntents is set.
+func (e *Engine) load(ctx context.Context, fullIntents bool) (*snapshot, error) {
+	s := newSnapshot()
 	p, err := e.st.ReadPlanning(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read nodes and subnets: %w", err)
@@ -65,6 +69,38 @@ func (e *Engine) load(ctx context.Context, fullIntents bool) (*snapshot, error) 
 	if err != nil {
 		return nil, fmt.Errorf("list enis: %w", err)
 	}
+	for _, sn := range p.Subnets {
+		s.subnets[sn.ID] = sn
+	}
+	open, err := e.openIntents(ctx, fullIntents)
+	if err != nil {
+		return nil, err
+	}
+	rels, err := e.st.ListReleases(ctx, "")
+	if err != nil {
+		return nil, fmt.Errorf("list releases: %w", err)
+	}
+	s.fill(enis, open, rels)
+	return s, nil
+}
+
+// openIntents returns the open intents from the store's mirror, read in
+// full from etcd first when full is set.
+func (e *Engine) openIntents(ctx context.Context, full bool) ([]store.Intent, error) {
+	if !full {
+		return e.st.OpenIntents(), nil
+	}
+	open, err := e.st.ListOpenIntents(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list open intents: %w", err)
+	}
+	return open, nil
+}
+
+// fill indexes the ENIs (by ID, and by node in device order), the open
+// intents and the releases (by node, oldest first).
+func (s *snapshot) fill(enis []store.ENI, open []store.Intent, rels []store.Release) {
+	sort.Slice(enis, func(i, j int) bool { return enis[i].ID < enis[j].ID })
 	for _, x := range enis {
 		s.enis[x.ID] = x
 		s.byNode[x.InstanceID] = append(s.byNode[x.InstanceID], x)
@@ -72,29 +108,21 @@ func (e *Engine) load(ctx context.Context, fullIntents bool) (*snapshot, error) 
 	for _, l := range s.byNode {
 		sort.Slice(l, func(i, j int) bool { return l[i].DeviceIndex < l[j].DeviceIndex })
 	}
-	for _, sn := range p.Subnets {
-		s.subnets[sn.ID] = sn
-	}
-	open := e.st.OpenIntents()
-	if fullIntents {
-		if open, err = e.st.ListOpenIntents(ctx); err != nil {
-			return nil, fmt.Errorf("list open intents: %w", err)
-		}
-	}
 	for _, in := range open {
 		s.open[in.InstanceID] = append(s.open[in.InstanceID], in)
 		if in.ENIID != "" {
 			s.openENI[in.ENIID] = true
 		}
 	}
-	rels, err := e.st.ListReleases(ctx, "")
-	if err != nil {
-		return nil, fmt.Errorf("list releases: %w", err)
-	}
+	sort.Slice(rels, func(i, j int) bool {
+		if c := rels[i].CreatedAt.Compare(rels[j].CreatedAt); c != 0 {
+			return c < 0
+		}
+		return rels[i].ID < rels[j].ID
+	})
 	for _, r := range rels {
 		s.releases[r.InstanceID] = append(s.releases[r.InstanceID], r)
 	}
-	return s, nil
 }
 
 // primary returns the node's primary ENI record, if recorded.

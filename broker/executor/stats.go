@@ -18,6 +18,9 @@ type Stats struct {
 	// every bound. Two snapshots' difference gives a window's quantiles
 	// (RoundQuantile).
 	RoundHist []int64
+	// FullReads is how many rounds read the whole state from etcd because
+	// the followed view was not live or had not caught up in time.
+	FullReads int64
 	// Plans is how many non-empty plans it made.
 	Plans int64
 	// Planned counts the actions of those plans by kind ("create-attach",

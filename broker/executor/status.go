@@ -28,6 +28,12 @@ type reasoned struct {
 func (r *reasoned) Error() string { return r.err.Error() }
 func (r *reasoned) Unwrap() error { return r.err }
 
+// pendingStatus is a reason not yet published and since when it holds.
+type pendingStatus struct {
+	reason string
+	since  time.Time
+}
+
 // published is what the engine last wrote for one node.
 type published struct {
 	reason, message string
@@ -59,12 +65,19 @@ type unmetBook struct {
 	reported map[string]string // node -> last reason logged, this run
 	// published is the status last written per node; nil until the first
 	// publish of a run reads what is stored (only the round goroutine
-	// touches it).
+	// touches it, as pending).
 	published map[string]published
+	// pending is each node's reason that is not published yet, and since
+	// when it holds.
+	pending map[string]pendingStatus
+	// hold is how long a new reason must hold before it is published: a
+	// node that is full for a moment, while its agent has not yet counted
+	// the ENI just attached, costs no write and no clear.
+	hold time.Duration
 }
 
-func newUnmetBook(log *slog.Logger) *unmetBook {
-	return &unmetBook{log: log, unmet: map[string]error{}, reported: map[string]string{}}
+func newUnmetBook(log *slog.Logger, hold time.Duration) *unmetBook {
+	return &unmetBook{log: log, unmet: map[string]error{}, reported: map[string]string{}, pending: map[string]pendingStatus{}, hold: hold}
 }
 
 // startRun forgets what was logged and published: a new run reads what is
@@ -72,7 +85,7 @@ func newUnmetBook(log *slog.Logger) *unmetBook {
 func (u *unmetBook) startRun() {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	u.reported, u.published = map[string]string{}, nil
+	u.reported, u.published, u.pending = map[string]string{}, nil, map[string]pendingStatus{}
 }
 
 // set records (nil: clears) why a node's demand is unmet, logging each new
@@ -145,6 +158,11 @@ func (u *unmetBook) publish(ctx context.Context, ss NodeStatus, ids []string, no
 			delete(u.published, id) // deleted nodes take their status along
 		}
 	}
+	for id := range u.pending {
+		if !present[id] {
+			delete(u.pending, id)
+		}
+	}
 	for _, id := range ids {
 		if err := u.publishOne(ctx, ss, id, unmet, now); err != nil {
 			failed(err)
@@ -152,10 +170,15 @@ func (u *unmetBook) publish(ctx context.Context, ss NodeStatus, ids []string, no
 	}
 }
 
-// publishOne writes or clears one node's status if it changed.
+// publishOne writes or clears one node's status if it changed: a new
+// reason once it has held for u.hold, a clear at once.
 func (u *unmetBook) publishOne(ctx context.Context, ss NodeStatus, id string, unmet map[string]error, now time.Time) error {
 	have, had := u.published[id]
 	err, isUnmet := unmet[id]
+	reason, msg, ok := unmetStatus(err)
+	if !ok {
+		delete(u.pending, id)
+	}
 	if !isUnmet {
 		if !had {
 			return nil
@@ -167,11 +190,14 @@ func (u *unmetBook) publishOne(ctx context.Context, ss NodeStatus, id string, un
 		delete(u.published, id)
 		return nil
 	}
-	reason, msg, ok := unmetStatus(err)
 	if !ok {
 		return nil
 	}
-	if had && have.reason == reason && (have.message == msg || now.Sub(have.at) < statusRefresh) {
+	if had && have.reason == reason {
+		if have.message == msg || now.Sub(have.at) < statusRefresh {
+			return nil
+		}
+	} else if !u.held(id, reason, now) {
 		return nil
 	}
 	if werr := ss.PutNodeStatus(ctx, store.NodeStatus{InstanceID: id, Reason: reason, Message: msg, UpdatedAt: now.UTC()}); werr != nil {
@@ -179,5 +205,17 @@ func (u *unmetBook) publishOne(ctx context.Context, ss NodeStatus, id string, un
 		return werr
 	}
 	u.published[id] = published{reason: reason, message: msg, at: now}
+	delete(u.pending, id)
 	return nil
+}
+
+// held reports whether the node's new reason has held for u.hold, noting
+// when it was first seen.
+func (u *unmetBook) held(id, reason string, now time.Time) bool {
+	p, ok := u.pending[id]
+	if !ok || p.reason != reason {
+		p = pendingStatus{reason: reason, since: now}
+		u.pending[id] = p
+	}
+	return now.Sub(p.since) >= u.hold
 }

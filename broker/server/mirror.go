@@ -98,6 +98,9 @@ func (m *mirror) advance(rev int64) { m.rev = max(m.rev, rev) }
 
 // apply applies one change and marks the instances it touches.
 func (m *mirror) apply(c store.Change) {
+	if c.Kind == store.RecordDemand {
+		return // the engine's, not the streams'
+	}
 	m.changed = true
 	switch c.Kind {
 	case store.RecordSubnet:

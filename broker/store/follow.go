@@ -15,8 +15,9 @@ import (
 // kind's directory under the cluster prefix.
 type RecordKind string
 
-// The kinds a Follower follows: what the broker's read side serves from.
-// Demand, liveness and intents change on the hot path and are left out.
+// The kinds a Follower follows: what the broker's read side serves from,
+// and the demands the leader's engine plans from. Liveness and intents are
+// left out.
 const (
 	RecordSubnet  RecordKind = kindSubnets
 	RecordNode    RecordKind = kindNodes
@@ -24,6 +25,7 @@ const (
 	RecordUsage   RecordKind = kindUsage
 	RecordRelease RecordKind = kindReleases
 	RecordStatus  RecordKind = kindStatus
+	RecordDemand  RecordKind = kindDemand
 	// RecordPodNetwork changes only where nodes' pods go, which the
 	// budget figures count.
 	RecordPodNetwork RecordKind = kindPodNetworks
@@ -38,9 +40,11 @@ type Records struct {
 	Usage       []Usage
 	Releases    []Release
 	Statuses    []NodeStatus
+	Demands     []Demand
 	PodNetworks []PodNetwork
-	// Quarantined are subnet, node, usage, status and pod network records that do not
-	// decode, left out of the lists above (see Planning).
+	// Quarantined are subnet, node, usage, status, demand and pod network
+	// records that do not decode, left out of the lists above (see
+	// Planning).
 	Quarantined []Quarantined
 }
 
@@ -48,9 +52,10 @@ type Records struct {
 type Change struct {
 	Kind    RecordKind
 	ID      string
+	Key     string // the etcd key
 	Deleted bool
 	// Record is the new value unless Deleted: a Subnet, Node, ENI, Usage,
-	// Release, NodeStatus or PodNetwork (the type Kind names) with Rev set.
+	// Release, NodeStatus, PodNetwork or Demand (the type Kind names) with Rev set.
 	Record any
 	// Quarantined, when set, says why a written subnet, node, usage or
 	// status record does not decode; the change then reads as Deleted, so
@@ -217,7 +222,7 @@ func (f *Follower) watch(rev int64) error {
 // readRecords reads every followed record in one transaction.
 func (s *Store) readRecords(ctx context.Context) (*Records, error) {
 	dirs := []string{s.dir(kindSubnets), s.dir(kindNodes), s.dir(kindENIs), s.dir(kindUsage),
-		s.dir(kindReleases), s.dir(kindStatus), s.dir(kindPodNetworks)}
+		s.dir(kindReleases), s.dir(kindStatus), s.dir(kindDemand), s.dir(kindPodNetworks)}
 	v, err := s.read(ctx, nil, dirs)
 	if err != nil {
 		return nil, err
@@ -241,6 +246,9 @@ func (s *Store) readRecords(ctx context.Context) (*Records, error) {
 	if r.Statuses, err = listSound[*NodeStatus](v, kindStatus, &r.Quarantined); err != nil {
 		return nil, err
 	}
+	if r.Demands, err = listSound[*Demand](v, kindDemand, &r.Quarantined); err != nil {
+		return nil, err
+	}
 	if r.PodNetworks, err = listSound[*PodNetwork](v, kindPodNetworks, &r.Quarantined); err != nil {
 		return nil, err
 	}
@@ -260,7 +268,7 @@ func (s *Store) decodeEvents(evs []*clientv3.Event) ([]Change, error) {
 		if !ok || id == "" || strings.Contains(id, "/") {
 			continue
 		}
-		c := Change{Kind: RecordKind(kind), ID: id, Deleted: ev.Type == mvccpb.DELETE}
+		c := Change{Kind: RecordKind(kind), ID: id, Key: key, Deleted: ev.Type == mvccpb.DELETE}
 		var err error
 		switch c.Kind {
 		case RecordSubnet:
@@ -275,6 +283,8 @@ func (s *Store) decodeEvents(evs []*clientv3.Event) ([]Change, error) {
 			c.Record, err = decodeEvent[*Release](key, ev, id)
 		case RecordStatus:
 			c.Record, err = decodeEvent[*NodeStatus](key, ev, id)
+		case RecordDemand:
+			c.Record, err = decodeEvent[*Demand](key, ev, id)
 		case RecordPodNetwork:
 			c.Record, err = decodeEvent[*PodNetwork](key, ev, id)
 		default:
@@ -294,7 +304,7 @@ func (s *Store) decodeEvents(evs []*clientv3.Event) ([]Change, error) {
 // quarantinable reports whether a record of kind that does not decode is
 // set aside rather than failing the batch.
 func quarantinable(k RecordKind) bool {
-	return k == RecordSubnet || k == RecordNode || k == RecordUsage || k == RecordStatus || k == RecordPodNetwork
+	return k == RecordSubnet || k == RecordNode || k == RecordUsage || k == RecordStatus || k == RecordDemand || k == RecordPodNetwork
 }
 
 // decodeEvent decodes a put's value; nil for a delete.

@@ -98,9 +98,9 @@ func TestFollowSnapshotThenChanges(t *testing.T) {
 			eni = e
 		}
 	}
-	// The intent and the demand are not followed; the subnet's counters
-	// moved in the same transactions as the ENI; deleting the node deleted
-	// its (absent) alive and demand keys too, which are not followed.
+	// The intent is not followed; the subnet's counters moved in the same
+	// transactions as the ENI; deleting the node deleted its demand and
+	// its (absent) alive key too, the latter not followed.
 	want := []seen{
 		{RecordSubnet, "subnet-1", false}, // BeginIntent reserves
 		// CompleteCreate: the ENI, then its subnet's counters.
@@ -108,7 +108,7 @@ func TestFollowSnapshotThenChanges(t *testing.T) {
 		{RecordUsage, "i-1", false},
 		{RecordStatus, "i-1", false},
 		// DeleteNode, which removes the node's usage too.
-		{RecordNode, "i-1", true}, {RecordStatus, "i-1", true}, {RecordUsage, "i-1", true},
+		{RecordNode, "i-1", true}, {RecordDemand, "i-1", true}, {RecordStatus, "i-1", true}, {RecordUsage, "i-1", true},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("changes %v, want %v", got, want)

@@ -20,6 +20,9 @@ type Store struct {
 	mu     sync.Mutex
 	writes map[string]int64
 	live   liveness // see KeepAlive
+	// lastWrite is the revision of this Store's latest committed write
+	// transaction under the prefix.
+	lastWrite int64
 }
 
 // Open uses an existing client; keys live under "/allot/v1/<cluster>/".
@@ -64,6 +67,22 @@ func (s *Store) Writes() map[string]int64 {
 		out[k] = v
 	}
 	return out
+}
+
+// LastWrite returns the etcd revision of this Store's latest committed
+// write under the cluster prefix (0 before the first). A reader following
+// the prefix (Follow) that has reached it sees every write made through
+// this Store so far.
+func (s *Store) LastWrite() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastWrite
+}
+
+func (s *Store) noteWrite(rev int64) {
+	s.mu.Lock()
+	s.lastWrite = max(s.lastWrite, rev)
+	s.mu.Unlock()
 }
 
 func (s *Store) countWrite(method string) {

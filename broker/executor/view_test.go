@@ -1,0 +1,91 @@
+package executor
+
+import (
+	"context"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/allotnet/allot/broker/etcdembed/etcdembedtest"
+	"github.com/allotnet/allot/broker/store"
+)
+
+// TestViewMatchesFullRead: the snapshot a round builds from the followed
+// view equals the one a full read gives, after every kind of change the
+// view applies (new records, updates, deletes, a record that does not
+// decode, written before and after the follower's first read).
+func TestViewMatchesFullRead(t *testing.T) {
+	cli := etcdembedtest.Start(t)
+	st, err := store.Open(cli, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = st.PutSubnet(ctx, store.Subnet{ID: "subnet-1", CIDR: "10.0.0.0/24", Usable: 251})
+	must(err)
+	for _, id := range []string{"i-1", "i-2", "i-3"} {
+		_, err = st.PutNode(ctx, store.Node{InstanceID: id, InstanceType: "m5.large", SubnetID: "subnet-1"})
+		must(err)
+	}
+	must(st.PutDemand(ctx, store.Demand{InstanceID: "i-1", Pending: 3}))
+	must(st.PutPrimaryENI(ctx, store.ENI{ID: "eni-1", InstanceID: "i-1", SubnetID: "subnet-1", PrimaryIP: "10.0.0.10", Addresses: []string{"10.0.0.11", "10.0.0.12"}}))
+	_, err = cli.Put(ctx, st.Prefix()+"demand/i-3", `{"v":1,"instance_id":`)
+	must(err)
+	_, err = st.PutPodNetwork(ctx, store.PodNetwork{Name: "pods-a", SubnetIDs: []string{"subnet-1"}}, 0)
+	must(err)
+
+	e := &Engine{st: newSerialStore(st), stats: newStats()}
+	e.view = &view{}
+	e.updates = st.Follow(ctx).Updates()
+	check := func(step string) {
+		t.Helper()
+		if !e.caughtUp(ctx) {
+			t.Fatalf("%s: the view did not catch up with the store's last write", step)
+		}
+		fromView := e.view.snapshot(nil)
+		full, err := e.load(ctx, false)
+		must(err)
+		if !reflect.DeepEqual(fromView, full) {
+			t.Fatalf("%s: view's snapshot\n%+v\nfull read's\n%+v", step, fromView, full)
+		}
+	}
+	check("first read")
+
+	_, err = st.PutNode(ctx, store.Node{InstanceID: "i-4", InstanceType: "m5.large", SubnetID: "subnet-1"})
+	must(err)
+	must(st.PutDemand(ctx, store.Demand{InstanceID: "i-1", Pending: 1, WarmShortfall: 2}))
+	must(st.PutDemand(ctx, store.Demand{InstanceID: "i-4", WarmShortfall: 9}))
+	_, err = st.PutUsage(ctx, store.Usage{InstanceID: "i-1", Seq: 1, Assigned: []string{"10.0.0.11"}, Free: []string{"10.0.0.12"}})
+	must(err)
+	_, err = st.ProposeRelease(ctx, store.Release{InstanceID: "i-1", ENIID: "eni-1", Addresses: []string{"10.0.0.12"}})
+	must(err)
+	_, err = cli.Put(ctx, st.Prefix()+"nodes/i-2", `{"v":1,"instance_id":`)
+	must(err)
+	_, err = cli.Put(ctx, st.Prefix()+"demand/i-3", `{"v":1,"instance_id":"i-3","pending":2}`)
+	must(err)
+	_, err = st.PutPodNetwork(ctx, store.PodNetwork{Name: "pods-b", SubnetIDs: []string{"subnet-1"}}, 0)
+	must(err)
+	_, err = cli.Put(ctx, st.Prefix()+"podnetworks/pods-c", `{"v":1,"name":`)
+	must(err)
+	_, err = st.SetSubnetBudget(ctx, "subnet-1", 10, 0)
+	must(err)
+	check("after changes")
+
+	must(st.DeleteNode(ctx, "i-4"))
+	_, err = cli.Delete(ctx, st.Prefix()+"nodes/i-2")
+	must(err)
+	_, err = cli.Delete(ctx, st.Prefix()+"podnetworks/pods-a")
+	must(err)
+	must(st.PutDemand(ctx, store.Demand{InstanceID: "i-1"}))
+	check("after deletes")
+	if e.stats.FullReads != 0 {
+		t.Errorf("%d full reads, want none", e.stats.FullReads)
+	}
+}

@@ -3,6 +3,7 @@ package daemon
 import (
 	"github.com/allotnet/allot/agent/checkpoint"
 	"github.com/allotnet/allot/agent/introspect"
+	"github.com/allotnet/allot/internal/buildinfo"
 )
 
 // source adapts the agent to what introspection reads.
@@ -77,6 +78,15 @@ func (s source) Health() introspect.Health {
 	}
 	bs := s.a.link.Status()
 	return introspect.Health{Ready: true, BrokerConnected: bs.Connected, BrokerError: bs.LastError}
+}
+
+// About returns the build, the node and the agent's configuration.
+func (s source) About() introspect.About {
+	ab := introspect.About{Build: buildinfo.Get(), NodeName: s.a.cfg.NodeName, Config: s.a.cfg}
+	if s.a.ready.Load() {
+		ab.InstanceID, ab.InstanceType, ab.AvailabilityZone = s.a.ident.InstanceID, s.a.ident.InstanceType, s.a.ident.AvailabilityZone
+	}
+	return ab
 }
 
 // Logs returns the agent's latest log records, JSON lines, oldest first;

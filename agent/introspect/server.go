@@ -17,6 +17,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/allotnet/allot/internal/buildinfo"
 	"github.com/allotnet/allot/internal/telemetry"
 )
 
@@ -99,6 +100,21 @@ type Source interface {
 	Check() CheckReport
 	// Logs are the latest log records, JSON lines; nil when none are kept.
 	Logs() []byte
+	// About is the agent's version, node and configuration.
+	About() About
+}
+
+// About is what a support bundle needs to know of the agent beside its
+// state: which build, on which node, configured how. The configuration
+// holds no secret (the broker credentials are files the agent reads, not
+// part of it).
+type About struct {
+	Build            buildinfo.Info `json:"build"`
+	InstanceID       string         `json:"instanceID,omitempty"`
+	InstanceType     string         `json:"instanceType,omitempty"`
+	AvailabilityZone string         `json:"availabilityZone,omitempty"`
+	NodeName         string         `json:"nodeName,omitempty"`
+	Config           any            `json:"config"`
 }
 
 // Server is the introspection HTTP server.
@@ -174,6 +190,9 @@ func Handler(src Source, metrics *telemetry.Metrics) http.Handler {
 			code = http.StatusServiceUnavailable
 		}
 		writeJSON(w, code, rep)
+	})
+	mux.HandleFunc("GET /v1/about", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, src.About())
 	})
 	mux.HandleFunc("GET /v1/logs", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/x-ndjson")

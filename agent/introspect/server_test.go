@@ -24,6 +24,9 @@ func (f fakeSource) Pods() []Pod {
 }
 func (f fakeSource) Health() Health { return f.h }
 func (f fakeSource) Logs() []byte   { return []byte(`{"msg":"agent ready"}` + "\n") }
+func (f fakeSource) About() About {
+	return About{InstanceID: "i-0123456789abcdef0", Config: map[string]string{"mode": "secondary-ip"}}
+}
 func (f fakeSource) Check() CheckReport {
 	return CheckReport{Pods: 1, HostVeths: 2, Findings: []Finding{{Class: "devices-without-pod", HostVeth: "alt1234"}}}
 }

@@ -54,6 +54,7 @@ var methods = map[string]access{
 	allotv1.AdminService_ListENIs_FullMethodName:  adminAccess,
 	allotv1.AdminService_GetStatus_FullMethodName: adminAccess,
 	allotv1.AdminService_Check_FullMethodName:     adminAccess,
+	allotv1.AdminService_GetLogs_FullMethodName:   adminAccess,
 
 	allotv1.PodNetworkService_ListPodNetworks_FullMethodName:  readerAccess,
 	allotv1.PodNetworkService_GetPodNetwork_FullMethodName:    readerAccess,

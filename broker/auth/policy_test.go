@@ -30,3 +30,17 @@ func TestEveryMethodHasAPolicy(t *testing.T) {
 		}
 	}
 }
+
+// TestLogsAreForAdmins: the broker's log records name nodes, pods and
+// addresses; only an admin may read them, not a planner or a node.
+func TestLogsAreForAdmins(t *testing.T) {
+	m := allotv1.AdminService_GetLogs_FullMethodName
+	if !allowed(m, RoleAdmin) {
+		t.Errorf("an admin may not call %s", m)
+	}
+	for _, r := range []Role{RolePlanner, RoleNode, RoleNone} {
+		if allowed(m, r) || isPublic(m) {
+			t.Errorf("role %q may call %s", r, m)
+		}
+	}
+}

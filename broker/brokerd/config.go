@@ -15,6 +15,7 @@ import (
 	"github.com/allotnet/allot/broker/clock"
 	"github.com/allotnet/allot/broker/executor"
 	"github.com/allotnet/allot/broker/leader"
+	"github.com/allotnet/allot/broker/server"
 	"github.com/allotnet/allot/broker/subnets"
 )
 
@@ -75,6 +76,9 @@ type Config struct {
 
 	// Logger; nil discards.
 	Logger *slog.Logger
+	// RecentLogs, if set, holds the latest log records for AdminService
+	// GetLogs (logring.Ring, fed by Logger).
+	RecentLogs server.RecentLogs
 	// Meter receives the broker's metrics (broker/metrics, EC2 calls, etcd
 	// latency; docs/metrics.md); nil records none.
 	Meter metric.Meter

@@ -20,6 +20,36 @@ type adminService struct {
 	st      AdminStore
 	leader  LeaderInfo
 	checker Checker
+	logs    RecentLogs
+}
+
+// GetLogs returns the replica's latest log records, the newest max_records
+// of them when that is set.
+func (s *adminService) GetLogs(_ context.Context, req *allotv1.GetLogsRequest) (*allotv1.GetLogsResponse, error) {
+	if s.logs == nil {
+		return nil, status.Error(codes.Unimplemented, "this broker keeps no log records in memory")
+	}
+	lines := s.logs.Lines()
+	if n := int(req.GetMaxRecords()); n > 0 {
+		lines = lastLines(lines, n)
+	}
+	return &allotv1.GetLogsResponse{Records: lines}, nil
+}
+
+// lastLines returns the last n newline-terminated lines of b.
+func lastLines(b []byte, n int) []byte {
+	end := len(b)
+	if end > 0 && b[end-1] == '\n' {
+		end--
+	}
+	for i := end - 1; i >= 0; i-- {
+		if b[i] == '\n' {
+			if n--; n == 0 {
+				return b[i+1:]
+			}
+		}
+	}
+	return b
 }
 
 // Check compares EC2, etcd and the agents' reports and lists every

@@ -101,6 +101,12 @@ type InstanceTypes interface {
 
 var _ InstanceTypes = (*ec2client.Client)(nil)
 
+// RecentLogs returns a process's latest log records, JSON lines oldest
+// first (logring.Ring).
+type RecentLogs interface {
+	Lines() []byte
+}
+
 // Checker compares the sources of truth for `allotctl check`
 // (broker/check); staleAfter <= 0 means its default.
 type Checker interface {

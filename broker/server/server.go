@@ -28,6 +28,9 @@ type Config struct {
 	Leader  LeaderInfo   // for GetStatus; nil reports no leader
 	Limits  LimitsSource // for Register; nil leaves limits to the engine
 	Checker Checker      // for Check; nil answers Unimplemented
+	// RecentLogs holds the replica's latest log records for GetLogs
+	// (logring.Ring); nil answers Unimplemented.
+	RecentLogs RecentLogs
 	// InstanceTypes answers GetMaxPods; nil answers Unimplemented.
 	InstanceTypes InstanceTypes
 	// Subnets checks the subnets of a pod network before SetPodNetwork
@@ -111,7 +114,7 @@ func New(cfg Config) (*Server, error) {
 		st: cfg.Store, limits: cfg.Limits, facts: cfg.Instances, hub: h, nodeTTL: cfg.NodeTTL, now: cfg.Now, log: log,
 	})
 	allotv1.RegisterBudgetServiceServer(gs, &budgetService{st: cfg.Store, hub: h, log: log, types: cfg.InstanceTypes})
-	allotv1.RegisterAdminServiceServer(gs, &adminService{st: cfg.Store, leader: cfg.Leader, checker: cfg.Checker})
+	allotv1.RegisterAdminServiceServer(gs, &adminService{st: cfg.Store, leader: cfg.Leader, checker: cfg.Checker, logs: cfg.RecentLogs})
 	allotv1.RegisterPodNetworkServiceServer(gs, &podNetworkService{st: cfg.Store, subnets: cfg.Subnets, log: log})
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)

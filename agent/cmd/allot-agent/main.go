@@ -33,6 +33,9 @@ func main() {
 	if buildinfo.PrintIfRequested("allot-agent", os.Args[1:], os.Stdout) {
 		return
 	}
+	if len(os.Args) > 1 && os.Args[1] == "bundle" {
+		os.Exit(runBundle(os.Args[2:], os.Stdout, os.Stderr))
+	}
 	cfg, err := parseFlags(os.Args[1:], os.Stderr)
 	if err != nil {
 		if !errors.Is(err, flag.ErrHelp) {

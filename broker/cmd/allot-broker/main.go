@@ -32,6 +32,7 @@ import (
 	"github.com/allotnet/allot/broker/executor"
 	"github.com/allotnet/allot/internal/buildinfo"
 	"github.com/allotnet/allot/internal/logfmt"
+	"github.com/allotnet/allot/internal/logring"
 	"github.com/allotnet/allot/internal/telemetry"
 )
 
@@ -50,10 +51,13 @@ func main() {
 		fmt.Fprintf(os.Stderr, "allot-broker: %v\n", err)
 		os.Exit(2)
 	}
-	log := logfmt.New(os.Stderr, cfg.log)
+	// The latest records also stay in memory, for an admin's support
+	// bundle (AdminService GetLogs).
+	recent := logring.New(2000)
+	log := logring.Tee(logfmt.New(os.Stderr, cfg.log), recent, cfg.log.Level)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, cfg, log); err != nil {
+	if err := run(ctx, cfg, log, recent); err != nil {
 		log.Error("allot-broker failed", "err", err)
 		os.Exit(1)
 	}
@@ -62,7 +66,7 @@ func main() {
 
 // run builds the broker from the flags, runs it until ctx ends, and closes
 // etcd last.
-func run(ctx context.Context, cfg config, log *slog.Logger) error {
+func run(ctx context.Context, cfg config, log *slog.Logger, recent *logring.Ring) error {
 	obs, err := startObservability(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -79,7 +83,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	bc.Meter = obs.meter
+	bc.Meter, bc.RecentLogs = obs.meter, recent
 	b, err := brokerd.New(ctx, bc)
 	if err != nil {
 		return err

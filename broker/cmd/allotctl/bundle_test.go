@@ -23,6 +23,7 @@ func fakeAgent(t *testing.T) string {
 		"/healthz":  `{"ready":true}`,
 		"/metrics":  "allot_agent_pool_enis 1\n",
 		"/v1/logs":  `{"level":"INFO","msg":"agent ready"}` + "\n",
+		"/v1/about": `{"build":{"version":"0.1.0"},"instanceID":"i-00000001","config":{"Mode":"secondary-ip"}}`,
 	} {
 		mux.HandleFunc("GET "+p, func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, body) })
 	}
@@ -77,6 +78,8 @@ func TestSupportBundle(t *testing.T) {
 		"broker/enis.json":    "eni-00000001",
 		"broker/budgets.json": "subnet-0000000a",
 		"errors.txt":          "broker check", // this test broker has no checker
+		"broker/logs.jsonl":   `"msg":"allot-broker starting"`,
+		dir + "/about.json":   "i-00000001",
 		dir + "/enis.json":    "eni-00000001",
 		dir + "/pods.json":    "c1",
 		dir + "/check.json":   "hostVeths",

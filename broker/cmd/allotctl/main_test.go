@@ -13,6 +13,7 @@ import (
 	"github.com/allotnet/allot/broker/etcdembed/etcdembedtest"
 	"github.com/allotnet/allot/broker/server"
 	"github.com/allotnet/allot/broker/store"
+	"github.com/allotnet/allot/internal/logring"
 )
 
 // startServer runs a broker gRPC server (no engine) over embedded etcd with
@@ -43,7 +44,10 @@ func startServerStore(t *testing.T) (*store.Store, string) {
 		MAC: "02:00:00:00:00:01", PrimaryIP: "10.0.1.4", Addresses: []string{"10.0.1.5", "10.0.1.6"}}); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(server.Config{Store: st, Logger: slog.New(slog.DiscardHandler)})
+	logs := logring.New(10)
+	log := logring.Tee(slog.New(slog.DiscardHandler), logs, slog.LevelInfo)
+	log.Info("allot-broker starting", "replica", "ctl-test")
+	srv, err := server.New(server.Config{Store: st, Logger: log, RecentLogs: logs})
 	if err != nil {
 		t.Fatal(err)
 	}

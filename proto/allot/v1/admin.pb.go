@@ -572,6 +572,97 @@ func (x *GetStatusResponse) GetOpenIntents() int32 {
 	return 0
 }
 
+type GetLogsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// max_records bounds the answer to the newest records; 0 means every
+	// record kept.
+	MaxRecords    int32 `protobuf:"varint,1,opt,name=max_records,json=maxRecords,proto3" json:"max_records,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetLogsRequest) Reset() {
+	*x = GetLogsRequest{}
+	mi := &file_allot_v1_admin_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetLogsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetLogsRequest) ProtoMessage() {}
+
+func (x *GetLogsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_allot_v1_admin_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetLogsRequest.ProtoReflect.Descriptor instead.
+func (*GetLogsRequest) Descriptor() ([]byte, []int) {
+	return file_allot_v1_admin_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *GetLogsRequest) GetMaxRecords() int32 {
+	if x != nil {
+		return x.MaxRecords
+	}
+	return 0
+}
+
+type GetLogsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// records are JSON lines (slog's JSON handler), oldest first.
+	Records       []byte `protobuf:"bytes,1,opt,name=records,proto3" json:"records,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetLogsResponse) Reset() {
+	*x = GetLogsResponse{}
+	mi := &file_allot_v1_admin_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetLogsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetLogsResponse) ProtoMessage() {}
+
+func (x *GetLogsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_allot_v1_admin_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetLogsResponse.ProtoReflect.Descriptor instead.
+func (*GetLogsResponse) Descriptor() ([]byte, []int) {
+	return file_allot_v1_admin_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *GetLogsResponse) GetRecords() []byte {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
 type CheckRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// stale_after_seconds: an open intent, or a live node's usage report,
@@ -583,7 +674,7 @@ type CheckRequest struct {
 
 func (x *CheckRequest) Reset() {
 	*x = CheckRequest{}
-	mi := &file_allot_v1_admin_proto_msgTypes[8]
+	mi := &file_allot_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -595,7 +686,7 @@ func (x *CheckRequest) String() string {
 func (*CheckRequest) ProtoMessage() {}
 
 func (x *CheckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_allot_v1_admin_proto_msgTypes[8]
+	mi := &file_allot_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -608,7 +699,7 @@ func (x *CheckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRequest.ProtoReflect.Descriptor instead.
 func (*CheckRequest) Descriptor() ([]byte, []int) {
-	return file_allot_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_allot_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CheckRequest) GetStaleAfterSeconds() int64 {
@@ -638,7 +729,7 @@ type CheckFinding struct {
 
 func (x *CheckFinding) Reset() {
 	*x = CheckFinding{}
-	mi := &file_allot_v1_admin_proto_msgTypes[9]
+	mi := &file_allot_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -650,7 +741,7 @@ func (x *CheckFinding) String() string {
 func (*CheckFinding) ProtoMessage() {}
 
 func (x *CheckFinding) ProtoReflect() protoreflect.Message {
-	mi := &file_allot_v1_admin_proto_msgTypes[9]
+	mi := &file_allot_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -663,7 +754,7 @@ func (x *CheckFinding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckFinding.ProtoReflect.Descriptor instead.
 func (*CheckFinding) Descriptor() ([]byte, []int) {
-	return file_allot_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_allot_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CheckFinding) GetClass() string {
@@ -723,7 +814,7 @@ type CheckResponse struct {
 
 func (x *CheckResponse) Reset() {
 	*x = CheckResponse{}
-	mi := &file_allot_v1_admin_proto_msgTypes[10]
+	mi := &file_allot_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -735,7 +826,7 @@ func (x *CheckResponse) String() string {
 func (*CheckResponse) ProtoMessage() {}
 
 func (x *CheckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_allot_v1_admin_proto_msgTypes[10]
+	mi := &file_allot_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -748,7 +839,7 @@ func (x *CheckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckResponse.ProtoReflect.Descriptor instead.
 func (*CheckResponse) Descriptor() ([]byte, []int) {
-	return file_allot_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_allot_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CheckResponse) GetFindings() []*CheckFinding {
@@ -826,7 +917,12 @@ const file_allot_v1_admin_proto_rawDesc = "" +
 	"\battached\x18\x04 \x01(\x03R\battached\x12\x1a\n" +
 	"\bassigned\x18\x05 \x01(\x03R\bassigned\x12F\n" +
 	" nodes_with_operation_in_progress\x18\x06 \x01(\x05R\x1cnodesWithOperationInProgress\x12!\n" +
-	"\fopen_intents\x18\a \x01(\x05R\vopenIntents\">\n" +
+	"\fopen_intents\x18\a \x01(\x05R\vopenIntents\"1\n" +
+	"\x0eGetLogsRequest\x12\x1f\n" +
+	"\vmax_records\x18\x01 \x01(\x05R\n" +
+	"maxRecords\"+\n" +
+	"\x0fGetLogsResponse\x12\x18\n" +
+	"\arecords\x18\x01 \x01(\fR\arecords\">\n" +
 	"\fCheckRequest\x12.\n" +
 	"\x13stale_after_seconds\x18\x01 \x01(\x03R\x11staleAfterSeconds\"\xab\x01\n" +
 	"\fCheckFinding\x12\x14\n" +
@@ -842,12 +938,13 @@ const file_allot_v1_admin_proto_rawDesc = "" +
 	"\venis_in_ec2\x18\x02 \x01(\x05R\tenisInEc2\x12 \n" +
 	"\fenis_in_etcd\x18\x03 \x01(\x05R\n" +
 	"enisInEtcd\x12\x18\n" +
-	"\areplica\x18\x04 \x01(\tR\areplica2\x97\x02\n" +
+	"\areplica\x18\x04 \x01(\tR\areplica2\xd7\x02\n" +
 	"\fAdminService\x12D\n" +
 	"\tListNodes\x12\x1a.allot.v1.ListNodesRequest\x1a\x1b.allot.v1.ListNodesResponse\x12A\n" +
 	"\bListENIs\x12\x19.allot.v1.ListENIsRequest\x1a\x1a.allot.v1.ListENIsResponse\x12D\n" +
 	"\tGetStatus\x12\x1a.allot.v1.GetStatusRequest\x1a\x1b.allot.v1.GetStatusResponse\x128\n" +
-	"\x05Check\x12\x16.allot.v1.CheckRequest\x1a\x17.allot.v1.CheckResponseB2Z0github.com/allotnet/allot/proto/allot/v1;allotv1b\x06proto3"
+	"\x05Check\x12\x16.allot.v1.CheckRequest\x1a\x17.allot.v1.CheckResponse\x12>\n" +
+	"\aGetLogs\x12\x18.allot.v1.GetLogsRequest\x1a\x19.allot.v1.GetLogsResponseB2Z0github.com/allotnet/allot/proto/allot/v1;allotv1b\x06proto3"
 
 var (
 	file_allot_v1_admin_proto_rawDescOnce sync.Once
@@ -861,7 +958,7 @@ func file_allot_v1_admin_proto_rawDescGZIP() []byte {
 	return file_allot_v1_admin_proto_rawDescData
 }
 
-var file_allot_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_allot_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_allot_v1_admin_proto_goTypes = []any{
 	(*NodeSummary)(nil),       // 0: allot.v1.NodeSummary
 	(*ListNodesRequest)(nil),  // 1: allot.v1.ListNodesRequest
@@ -871,26 +968,30 @@ var file_allot_v1_admin_proto_goTypes = []any{
 	(*ListENIsResponse)(nil),  // 5: allot.v1.ListENIsResponse
 	(*GetStatusRequest)(nil),  // 6: allot.v1.GetStatusRequest
 	(*GetStatusResponse)(nil), // 7: allot.v1.GetStatusResponse
-	(*CheckRequest)(nil),      // 8: allot.v1.CheckRequest
-	(*CheckFinding)(nil),      // 9: allot.v1.CheckFinding
-	(*CheckResponse)(nil),     // 10: allot.v1.CheckResponse
-	(*ENI)(nil),               // 11: allot.v1.ENI
+	(*GetLogsRequest)(nil),    // 8: allot.v1.GetLogsRequest
+	(*GetLogsResponse)(nil),   // 9: allot.v1.GetLogsResponse
+	(*CheckRequest)(nil),      // 10: allot.v1.CheckRequest
+	(*CheckFinding)(nil),      // 11: allot.v1.CheckFinding
+	(*CheckResponse)(nil),     // 12: allot.v1.CheckResponse
+	(*ENI)(nil),               // 13: allot.v1.ENI
 }
 var file_allot_v1_admin_proto_depIdxs = []int32{
 	0,  // 0: allot.v1.ListNodesResponse.nodes:type_name -> allot.v1.NodeSummary
-	11, // 1: allot.v1.NodeENI.eni:type_name -> allot.v1.ENI
+	13, // 1: allot.v1.NodeENI.eni:type_name -> allot.v1.ENI
 	4,  // 2: allot.v1.ListENIsResponse.enis:type_name -> allot.v1.NodeENI
-	9,  // 3: allot.v1.CheckResponse.findings:type_name -> allot.v1.CheckFinding
+	11, // 3: allot.v1.CheckResponse.findings:type_name -> allot.v1.CheckFinding
 	1,  // 4: allot.v1.AdminService.ListNodes:input_type -> allot.v1.ListNodesRequest
 	3,  // 5: allot.v1.AdminService.ListENIs:input_type -> allot.v1.ListENIsRequest
 	6,  // 6: allot.v1.AdminService.GetStatus:input_type -> allot.v1.GetStatusRequest
-	8,  // 7: allot.v1.AdminService.Check:input_type -> allot.v1.CheckRequest
-	2,  // 8: allot.v1.AdminService.ListNodes:output_type -> allot.v1.ListNodesResponse
-	5,  // 9: allot.v1.AdminService.ListENIs:output_type -> allot.v1.ListENIsResponse
-	7,  // 10: allot.v1.AdminService.GetStatus:output_type -> allot.v1.GetStatusResponse
-	10, // 11: allot.v1.AdminService.Check:output_type -> allot.v1.CheckResponse
-	8,  // [8:12] is the sub-list for method output_type
-	4,  // [4:8] is the sub-list for method input_type
+	10, // 7: allot.v1.AdminService.Check:input_type -> allot.v1.CheckRequest
+	8,  // 8: allot.v1.AdminService.GetLogs:input_type -> allot.v1.GetLogsRequest
+	2,  // 9: allot.v1.AdminService.ListNodes:output_type -> allot.v1.ListNodesResponse
+	5,  // 10: allot.v1.AdminService.ListENIs:output_type -> allot.v1.ListENIsResponse
+	7,  // 11: allot.v1.AdminService.GetStatus:output_type -> allot.v1.GetStatusResponse
+	12, // 12: allot.v1.AdminService.Check:output_type -> allot.v1.CheckResponse
+	9,  // 13: allot.v1.AdminService.GetLogs:output_type -> allot.v1.GetLogsResponse
+	9,  // [9:14] is the sub-list for method output_type
+	4,  // [4:9] is the sub-list for method input_type
 	4,  // [4:4] is the sub-list for extension type_name
 	4,  // [4:4] is the sub-list for extension extendee
 	0,  // [0:4] is the sub-list for field type_name
@@ -908,7 +1009,7 @@ func file_allot_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_allot_v1_admin_proto_rawDesc), len(file_allot_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,6 +23,7 @@ const (
 	AdminService_ListENIs_FullMethodName  = "/allot.v1.AdminService/ListENIs"
 	AdminService_GetStatus_FullMethodName = "/allot.v1.AdminService/GetStatus"
 	AdminService_Check_FullMethodName     = "/allot.v1.AdminService/Check"
+	AdminService_GetLogs_FullMethodName   = "/allot.v1.AdminService/GetLogs"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -38,6 +39,10 @@ type AdminServiceClient interface {
 	// Check compares EC2 with etcd, and etcd with itself, and reports every
 	// disagreement. It changes nothing; any replica answers.
 	Check(ctx context.Context, in *CheckRequest, opts ...grpc.CallOption) (*CheckResponse, error)
+	// GetLogs returns the latest log records the replica that answers keeps
+	// in memory, for a support bundle. Admins only: records name nodes,
+	// pods and addresses.
+	GetLogs(ctx context.Context, in *GetLogsRequest, opts ...grpc.CallOption) (*GetLogsResponse, error)
 }
 
 type adminServiceClient struct {
@@ -88,6 +93,16 @@ func (c *adminServiceClient) Check(ctx context.Context, in *CheckRequest, opts .
 	return out, nil
 }
 
+func (c *adminServiceClient) GetLogs(ctx context.Context, in *GetLogsRequest, opts ...grpc.CallOption) (*GetLogsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetLogsResponse)
+	err := c.cc.Invoke(ctx, AdminService_GetLogs_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -101,6 +116,10 @@ type AdminServiceServer interface {
 	// Check compares EC2 with etcd, and etcd with itself, and reports every
 	// disagreement. It changes nothing; any replica answers.
 	Check(context.Context, *CheckRequest) (*CheckResponse, error)
+	// GetLogs returns the latest log records the replica that answers keeps
+	// in memory, for a support bundle. Admins only: records name nodes,
+	// pods and addresses.
+	GetLogs(context.Context, *GetLogsRequest) (*GetLogsResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -122,6 +141,9 @@ func (UnimplementedAdminServiceServer) GetStatus(context.Context, *GetStatusRequ
 }
 func (UnimplementedAdminServiceServer) Check(context.Context, *CheckRequest) (*CheckResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Check not implemented")
+}
+func (UnimplementedAdminServiceServer) GetLogs(context.Context, *GetLogsRequest) (*GetLogsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetLogs not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -216,6 +238,24 @@ func _AdminService_Check_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_GetLogs_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetLogsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).GetLogs(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_GetLogs_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).GetLogs(ctx, req.(*GetLogsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -238,6 +278,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Check",
 			Handler:    _AdminService_Check_Handler,
+		},
+		{
+			MethodName: "GetLogs",
+			Handler:    _AdminService_GetLogs_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -327,6 +327,14 @@ func (x *ListENIsRequest) Validate() error {
 // Validate accepts every status request; it has no fields.
 func (x *GetStatusRequest) Validate() error { return nil }
 
+// Validate checks the record bound: 0 (all kept) to 100000.
+func (x *GetLogsRequest) Validate() error {
+	if n := x.GetMaxRecords(); n < 0 || n > 100000 {
+		return fmt.Errorf("max_records %d: want 0 (every record kept) to 100000", n)
+	}
+	return nil
+}
+
 // Validate checks the staleness threshold: at most a week, never negative.
 func (x *CheckRequest) Validate() error {
 	if s := x.GetStaleAfterSeconds(); s < 0 || s > 7*24*3600 {

@@ -54,6 +54,9 @@ type runState struct {
 type backoff struct {
 	until    time.Time
 	failures int
+	// refused marks a back-off after a refusal that would repeat: another
+	// of the node's tasks succeeding does not lift it.
+	refused bool
 }
 
 func newRunState(cancel context.CancelCauseFunc) *runState {
@@ -131,9 +134,10 @@ func (e *Engine) work(ctx context.Context, rs *runState) {
 // after a failure (longer after each in a row) or while EC2 is not ready.
 // A budget refusal backs nothing off: the next plan sees the budget as it
 // is. A refusal that would only repeat (ec2client.IsRefusal) backs off for
-// minutes (RefusalBackoff, doubling), not a loop of calls. A task cut short
-// by the run's end changes nothing but busy. It returns until when the
-// node is left alone.
+// minutes (RefusalBackoff, doubling), not a loop of calls, and a task of
+// the node that succeeds meanwhile (one planned with it) does not lift
+// that. A task cut short by the run's end changes nothing but busy. It
+// returns until when the node is left alone.
 func (rs *runState) finished(t *task, err error, stopping bool, now time.Time, backoffFor time.Duration) time.Time {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
@@ -146,6 +150,7 @@ func (rs *runState) finished(t *task, err error, stopping bool, now time.Time, b
 		b := rs.backoff[t.node]
 		b.failures++
 		b.until = now.Add(RefusalBackoff << min(b.failures-1, 3))
+		b.refused = true
 		rs.backoff[t.node] = b
 	case err != nil:
 		b := rs.backoff[t.node]
@@ -153,7 +158,9 @@ func (rs *runState) finished(t *task, err error, stopping bool, now time.Time, b
 		b.until = now.Add(backoffFor << min(b.failures-1, 4))
 		rs.backoff[t.node] = b
 	default:
-		delete(rs.backoff, t.node)
+		if b := rs.backoff[t.node]; !b.refused || !now.Before(b.until) {
+			delete(rs.backoff, t.node)
+		}
 	}
 	rs.busy[t.node]--
 	if rs.busy[t.node] <= 0 {

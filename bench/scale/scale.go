@@ -98,11 +98,13 @@ func FromResult(r burst.Result, t Targets, load string) Figures {
 	if r.Idle != nil {
 		f.IdleWritesPerSec, f.IdleRevsPerSec, f.IdleByMethod = r.Idle.WritesPerSec, r.Idle.RevisionsPerSec, r.Idle.ByMethod
 	}
+	// Nothing counts as met in a run that did not get to the end.
+	ok := r.Status == burst.StatusOK
 	f.Met = map[string]bool{
-		"round_p99":   f.RoundP99Ms >= 0 && f.RoundP99Ms <= t.RoundP99Ms,
-		"broker_rss":  f.BrokerRSSMiB > 0 && f.BrokerRSSMiB <= t.BrokerRSSMiB,
-		"idle_writes": r.Idle != nil && f.IdleWritesPerSec <= t.IdleWritesPerSec,
-		"burst_ratio": r.Complete && f.BurstRatio > 0 && f.BurstRatio <= t.BurstRatio,
+		"round_p99":   ok && r.Rounds > 0 && f.RoundP99Ms >= 0 && f.RoundP99Ms <= t.RoundP99Ms,
+		"broker_rss":  ok && f.BrokerRSSMiB > 0 && f.BrokerRSSMiB <= t.BrokerRSSMiB,
+		"idle_writes": ok && r.Idle != nil && f.IdleWritesPerSec <= t.IdleWritesPerSec,
+		"burst_ratio": ok && r.Complete && f.BurstRatio > 0 && f.BurstRatio <= t.BurstRatio,
 	}
 	return f
 }

@@ -11,7 +11,7 @@ import (
 func TestFromResultTargets(t *testing.T) {
 	r := burst.Result{
 		Nodes: 10, Pods: 300, Placed: 300, Complete: true, Status: burst.StatusOK,
-		RoundP99: 80, BrokerPeakRSS: 600 << 20, Ratio: 1.05, LowerBoundSim: 10,
+		Rounds: 40, RoundP99: 80, BrokerPeakRSS: 600 << 20, Ratio: 1.05, LowerBoundSim: 10,
 		Idle:               &burst.IdleFigures{WritesPerSec: 120},
 		EtcdWritesByMethod: map[string]int64{"PutNodeStatus": 3, "ClearNodeStatus": 2},
 	}
@@ -32,6 +32,13 @@ func TestFromResultTargets(t *testing.T) {
 	for _, k := range []string{"round_p99", "idle_writes", "burst_ratio"} {
 		if f.Met[k] {
 			t.Errorf("%s met, want missed", k)
+		}
+	}
+	// A failed run meets nothing, though its zeros are under every target.
+	f = FromResult(burst.Result{Status: burst.StatusFailed, Idle: &burst.IdleFigures{}}, DefaultTargets, "")
+	for k, met := range f.Met {
+		if met {
+			t.Errorf("failed run: %s met", k)
 		}
 	}
 	var b bytes.Buffer

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/allotnet/allot/broker/clock"
+	"github.com/allotnet/allot/broker/etcdembed"
 	"github.com/allotnet/allot/broker/executor"
 	"github.com/allotnet/allot/broker/leader"
 	"github.com/allotnet/allot/broker/server"
@@ -112,6 +113,8 @@ type EtcdMember struct {
 	InitialCluster string
 	// State is etcdembed.StateNew or StateExisting.
 	State string
+	// PeerTLS secures the traffic between members; nil: plain http.
+	PeerTLS *etcdembed.PeerTLS
 }
 
 // EC2Config says how the broker reaches EC2.

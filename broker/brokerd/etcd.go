@@ -42,7 +42,7 @@ func openEtcd(ctx context.Context, cfg EtcdConfig, token string, dial []grpc.Dia
 	e, err := etcdembed.Start(ctx, etcdembed.Config{
 		Dir: cfg.DataDir, UnsafeNoFsync: cfg.UnsafeNoFsync, Logger: log.With("component", "etcd"),
 		Name: m.Name, PeerURL: m.PeerURL, ClientURL: m.ClientURL, InitialCluster: m.InitialCluster,
-		ClusterState: m.State, ClusterToken: token,
+		ClusterState: m.State, ClusterToken: token, PeerTLS: m.PeerTLS,
 	})
 	if err != nil {
 		return nil, nil, err
@@ -53,7 +53,7 @@ func openEtcd(ctx context.Context, cfg EtcdConfig, token string, dial []grpc.Dia
 		return nil, nil, err
 	}
 	log.Info("using embedded etcd", "dir", cfg.DataDir, "endpoints", e.Endpoints(), "member", m.Name,
-		"member_id", e.MemberID(), "etcd_cluster_id", e.ClusterID(), "initial_cluster", m.InitialCluster)
+		"member_id", e.MemberID(), "etcd_cluster_id", e.ClusterID(), "initial_cluster", m.InitialCluster, "peer_tls", m.PeerTLS != nil)
 	return cli, func() {
 		_ = cli.Close()
 		e.Close()

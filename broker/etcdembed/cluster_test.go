@@ -164,7 +164,9 @@ func TestClusterConfigErrors(t *testing.T) {
 		{"duplicate", Config{Name: "a", InitialCluster: "a=http://h:1,a=http://h:2"}, "appears twice"},
 		{"no equals", Config{Name: "a", InitialCluster: "a"}, "want name=peer-url"},
 		{"no port", Config{Name: "a", InitialCluster: "a=http://h"}, "want http://host:port"},
-		{"https peer", Config{Name: "a", InitialCluster: "a=https://127.0.0.1:1"}, "plain http"},
+		{"https peer", Config{Name: "a", InitialCluster: "a=https://127.0.0.1:1"}, "without peer TLS"},
+		{"http peer with TLS", Config{Name: "a", InitialCluster: "a=http://127.0.0.1:1", PeerTLS: &PeerTLS{"c", "k", "ca"}}, "with peer TLS"},
+		{"TLS without CA", Config{Name: "a", PeerTLS: &PeerTLS{CertFile: "c", KeyFile: "k"}}, "peers' CA"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.cfg.Dir = dir

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
@@ -58,6 +59,26 @@ type Config struct {
 	HeartbeatInterval, ElectionTimeout time.Duration
 	// UnsafeNoFsync skips fsync. Only for tests: a crash loses data.
 	UnsafeNoFsync bool
+	// PeerTLS, when set, secures the raft traffic between members with
+	// mutual TLS: every peer URL is then https. Nil: plain http, for a
+	// member alone or peers on a network nobody else reaches.
+	PeerTLS *PeerTLS
+}
+
+// PeerTLS is a member's peer certificate and the CA its peers' must chain
+// to. A member accepts a peer connection only with a certificate that CA
+// signed, and checks that the certificate of each peer it dials names the
+// host of that peer's URL (an IP or DNS subject alternative name).
+type PeerTLS struct {
+	CertFile, KeyFile, CAFile string
+}
+
+// peerScheme is the scheme every peer URL must have.
+func (cfg Config) peerScheme() string {
+	if cfg.PeerTLS != nil {
+		return "https"
+	}
+	return "http"
 }
 
 // Server is a running embedded etcd.
@@ -112,6 +133,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	default:
 		return cfg, fmt.Errorf("start embedded etcd: cluster state %q: want %q or %q", cfg.ClusterState, StateNew, StateExisting)
 	}
+	if t := cfg.PeerTLS; t != nil && (t.CertFile == "" || t.KeyFile == "" || t.CAFile == "") {
+		return cfg, errors.New("start embedded etcd: peer TLS needs a certificate, its key and the peers' CA")
+	}
 	if cfg.InitialCluster == "" {
 		if cfg.ClusterState == StateExisting {
 			return cfg, errors.New("start embedded etcd: joining an existing cluster needs the initial cluster")
@@ -121,6 +145,12 @@ func (cfg Config) withDefaults() (Config, error) {
 	ms, err := ParseInitialCluster(cfg.InitialCluster)
 	if err != nil {
 		return cfg, fmt.Errorf("start embedded etcd: %w", err)
+	}
+	for _, m := range ms {
+		if !strings.HasPrefix(m.PeerURL, cfg.peerScheme()+"://") {
+			return cfg, fmt.Errorf("start embedded etcd: member %q's peer URL %s: want %s:// %s", m.Name, m.PeerURL,
+				cfg.peerScheme(), map[bool]string{true: "with peer TLS", false: "without peer TLS"}[cfg.PeerTLS != nil])
+		}
 	}
 	own := PeerURLOf(ms, cfg.Name)
 	switch {
@@ -140,11 +170,11 @@ func (cfg Config) withDefaults() (Config, error) {
 }
 
 func start(ctx context.Context, cfg Config) (*Server, error) {
-	clientURL, err := urlOrFree(cfg.ClientURL)
+	clientURL, err := urlOrFree(cfg.ClientURL, "http")
 	if err != nil {
 		return nil, fmt.Errorf("start embedded etcd: client url: %w", err)
 	}
-	peerURL, err := urlOrFree(cfg.PeerURL)
+	peerURL, err := urlOrFree(cfg.PeerURL, cfg.peerScheme())
 	if err != nil {
 		return nil, fmt.Errorf("start embedded etcd: peer url: %w", err)
 	}
@@ -183,6 +213,9 @@ func embedConfig(cfg Config, clientURL, peerURL *url.URL, zl *zap.Logger) *embed
 	ec.LogLevel = "warn"
 	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zl)
 	ec.UnsafeNoFsync = cfg.UnsafeNoFsync
+	if t := cfg.PeerTLS; t != nil {
+		ec.PeerTLSInfo = transport.TLSInfo{CertFile: t.CertFile, KeyFile: t.KeyFile, TrustedCAFile: t.CAFile, ClientCertAuth: true}
+	}
 	if cfg.HeartbeatInterval > 0 {
 		ec.TickMs = uint(cfg.HeartbeatInterval.Milliseconds())
 	}
@@ -227,15 +260,19 @@ func waitReady(ctx context.Context, e *embed.Etcd, cfg Config) error {
 	}
 }
 
-// urlOrFree parses s, or picks a free port on 127.0.0.1 when s is empty.
-func urlOrFree(s string) (*url.URL, error) {
+// urlOrFree parses s, which must have scheme, or picks a free port on
+// 127.0.0.1 when s is empty.
+func urlOrFree(s, scheme string) (*url.URL, error) {
 	if s != "" {
 		u, err := parseURL(s)
 		if err != nil {
 			return nil, err
 		}
-		if u.Scheme != "http" {
-			return nil, fmt.Errorf("%q: the embedded etcd speaks plain http (keep its ports inside the cluster network)", s)
+		if u.Scheme != scheme {
+			if scheme == "https" {
+				return nil, fmt.Errorf("%q: with peer TLS every peer URL is https", s)
+			}
+			return nil, fmt.Errorf("%q: want http here: the client URL stays on plain http on loopback, and peers speak https only with peer TLS", s)
 		}
 		return u, nil
 	}
@@ -243,7 +280,7 @@ func urlOrFree(s string) (*url.URL, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &url.URL{Scheme: "http", Host: addr}, nil
+	return &url.URL{Scheme: scheme, Host: addr}, nil
 }
 
 // ClusterID is the raft cluster's ID, as etcdctl prints it (hex).

@@ -187,6 +187,9 @@ func TestBrokerStatefulSet(t *testing.T) {
 		if name != ss.Name+"-"+string(rune('0'+i)) || r.services[name] == nil {
 			t.Errorf("member %q: want %s-%d with a Service of that name", m, ss.Name, i)
 		}
+		if !strings.HasPrefix(url, "https://") {
+			t.Errorf("member %s's URL %q: want https (peer TLS)", name, url)
+		}
 		envName := strings.ToUpper(strings.ReplaceAll(name, "-", "_")) + "_SERVICE_HOST"
 		if !strings.Contains(url, "$("+envName+")") {
 			t.Errorf("member %s's URL %q does not use $(%s)", name, url, envName)
@@ -205,6 +208,11 @@ func TestBrokerStatefulSet(t *testing.T) {
 			t.Errorf("broker %s probe %+v: want GET %s on the --metrics-addr port %s", name, p, c.path, mport)
 		}
 	}
+	for _, f := range []string{"etcd-peer-cert", "etcd-peer-key", "etcd-peer-ca"} {
+		if !mountedSecret(spec, broker, args[f]) {
+			t.Errorf("--%s %q: want a file of a mounted Secret", f, args[f])
+		}
+	}
 	if args["etcd-name"] != "$(POD_NAME)" || !envFromField(broker, "POD_NAME", "metadata.name") {
 		t.Errorf("--etcd-name %q: want $(POD_NAME) from metadata.name", args["etcd-name"])
 	}
@@ -217,6 +225,21 @@ func TestBrokerStatefulSet(t *testing.T) {
 		aa.PreferredDuringSchedulingIgnoredDuringExecution[0].PodAffinityTerm.TopologyKey != "topology.kubernetes.io/zone" {
 		t.Errorf("broker anti-affinity %+v: want brokers spread across zones", aa)
 	}
+}
+
+// mountedSecret reports whether path is a file in a Secret mounted in c.
+func mountedSecret(spec corev1.PodSpec, c corev1.Container, path string) bool {
+	for _, m := range c.VolumeMounts {
+		if !strings.HasPrefix(path, m.MountPath+"/") {
+			continue
+		}
+		for _, v := range spec.Volumes {
+			if v.Name == m.Name && v.Secret != nil {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // containerPort resolves a probe's port (a name or a number) to a number.
@@ -235,6 +258,12 @@ func TestExternalEtcdOverlay(t *testing.T) {
 	args := argFlags(t, container(t, ss.Spec.Template.Spec.Containers, "broker").Args)
 	if args["etcd-endpoints"] == "" || args["etcd-initial-cluster"] != "" || args["etcd-name"] != "" {
 		t.Errorf("external etcd broker args %v: want --etcd-endpoints and no embedded member flags", args)
+	}
+	spec := ss.Spec.Template.Spec
+	for _, v := range spec.Volumes {
+		if !slices.ContainsFunc(spec.Containers[0].VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == v.Name }) {
+			t.Errorf("volume %s is mounted nowhere (a Secret this install has no need to create)", v.Name)
+		}
 	}
 	if len(ss.Spec.VolumeClaimTemplates) != 0 {
 		t.Errorf("external etcd brokers keep %d volume claims", len(ss.Spec.VolumeClaimTemplates))

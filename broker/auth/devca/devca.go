@@ -83,8 +83,12 @@ func (l Leaf) TLS() (tls.Certificate, error) { return tls.X509KeyPair(l.CertPEM,
 
 // Server issues a server certificate for hosts (DNS names or IPs).
 func (ca *CA) Server(hosts ...string) (Leaf, error) {
+	return ca.issue(ca.hostTemplate(hosts, x509.ExtKeyUsageServerAuth))
+}
+
+func (ca *CA) hostTemplate(hosts []string, usage ...x509.ExtKeyUsage) *x509.Certificate {
 	tmpl := ca.template(hosts[0])
-	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+	tmpl.ExtKeyUsage = usage
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {
 			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
@@ -92,7 +96,14 @@ func (ca *CA) Server(hosts ...string) (Leaf, error) {
 			tmpl.DNSNames = append(tmpl.DNSNames, h)
 		}
 	}
-	return ca.issue(tmpl)
+	return tmpl
+}
+
+// Peer issues a certificate for hosts that serves and dials alike, as an
+// etcd member's peer certificate does: it presents it to the peers it
+// dials and to those that dial it.
+func (ca *CA) Peer(hosts ...string) (Leaf, error) {
+	return ca.issue(ca.hostTemplate(hosts, x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth))
 }
 
 // Client issues a client certificate named cn with the given URI SANs

@@ -39,6 +39,10 @@ func TestEmbeddedEtcdFlags(t *testing.T) {
 		{[]string{"--name=a", "--etcd-initial-cluster-state=existing"}, "needs --etcd-initial-cluster"},
 		{[]string{"--name=a", "--etcd-endpoints=https://e:2379", "--etcd-initial-cluster=a=http://h:1"}, "are for the embedded etcd"},
 		{[]string{"--name=a", "--etcd-endpoints=https://e:2379", "--etcd-peer-url=http://h:1"}, "are for the embedded etcd"},
+		{[]string{"--name=a", "--etcd-endpoints=https://e:2379", "--etcd-peer-cert=c"}, "are for the embedded etcd"},
+		{[]string{"--name=broker-0", "--etcd-initial-cluster=" + three, "--etcd-peer-cert=c"}, "go together"},
+		{[]string{"--name=broker-0", "--etcd-initial-cluster=" + three, "--etcd-peer-cert=c", "--etcd-peer-key=k", "--etcd-peer-ca=ca"}, "want https://"},
+		{[]string{"--name=broker-0", "--etcd-initial-cluster=" + strings.ReplaceAll(three, "http:", "https:")}, "want http://"},
 	} {
 		_, err := parseFlags(tc.args, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

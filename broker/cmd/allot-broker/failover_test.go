@@ -16,6 +16,7 @@ import (
 	"github.com/allotnet/allot/awssim"
 	"github.com/allotnet/allot/awssim/scenario"
 	"github.com/allotnet/allot/awssim/world"
+	"github.com/allotnet/allot/broker/auth/devca"
 	"github.com/allotnet/allot/broker/ec2client"
 	"github.com/allotnet/allot/broker/executor"
 	"github.com/allotnet/allot/broker/leader"
@@ -35,7 +36,8 @@ func freePort(t *testing.T) string {
 }
 
 // haSet is three allot-broker processes whose embedded etcd members form
-// one cluster on loopback, as a three-replica StatefulSet would.
+// one cluster on loopback, with peer TLS, as a three-replica StatefulSet
+// would.
 type haSet struct {
 	args    [3][]string
 	procs   [3]*proc
@@ -45,9 +47,27 @@ type haSet struct {
 func newHASet(t *testing.T, common []string) *haSet {
 	t.Helper()
 	dir := t.TempDir()
+	// The members speak mutual TLS to each other, as the StatefulSet's do.
+	ca, err := devca.New("allot etcd peers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile, err := ca.WriteCert(dir, "peer-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := ca.Peer("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, key, err := leaf.Write(dir, "peer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	common = append(common, "--etcd-peer-cert", cert, "--etcd-peer-key", key, "--etcd-peer-ca", caFile)
 	var members []string
 	for i := range 3 {
-		members = append(members, fmt.Sprintf("broker-%d=http://%s", i, freePort(t)))
+		members = append(members, fmt.Sprintf("broker-%d=https://%s", i, freePort(t)))
 	}
 	h := &haSet{}
 	for i := range 3 {

@@ -102,7 +102,7 @@ func brokerConfig(ctx context.Context, cfg config, log *slog.Logger) (brokerd.Co
 		Name: cfg.name, Cluster: cfg.cluster, Listen: cfg.listen,
 		Etcd: brokerd.EtcdConfig{Endpoints: cfg.etcdEndpoints, DataDir: cfg.dataDir, Member: brokerd.EtcdMember{
 			Name: cfg.etcd.name, PeerURL: cfg.etcd.peerURL, ClientURL: cfg.etcd.clientURL,
-			InitialCluster: cfg.etcd.initialCluster, State: cfg.etcd.clusterState,
+			InitialCluster: cfg.etcd.initialCluster, State: cfg.etcd.clusterState, PeerTLS: cfg.etcd.peerTLS(),
 		}},
 		EC2: brokerd.EC2Config{
 			Region: cfg.ec2Region, Endpoint: cfg.ec2Endpoint, BucketShare: cfg.bucketShare,

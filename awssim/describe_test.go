@@ -124,7 +124,8 @@ func TestDescribeNetworkInterfacesPagination(t *testing.T) {
 }
 
 // TestConsistencyWindow: a new ENI is invisible to Describe (by ID and by
-// filter) for the window, though its addresses are already taken.
+// filter) for the window, though its addresses are already taken; once
+// visible, an ENI attached within the window still shows available.
 func TestConsistencyWindow(t *testing.T) {
 	sc := testScenario()
 	sc.Throttle.Disabled = true
@@ -144,8 +145,22 @@ func TestConsistencyWindow(t *testing.T) {
 		t.Fatalf("attach inside the window: %v", err)
 	}
 	h.waitSim(31 * time.Second)
-	if got := h.describeENI(t, id); *got.NetworkInterfaceId != id {
-		t.Fatal("ENI not visible after the window")
+	if got := h.describeENI(t, id); *got.NetworkInterfaceId != id || got.Status != types.NetworkInterfaceStatusInUse {
+		t.Fatalf("ENI after the window: %s %s", aws.ToString(got.NetworkInterfaceId), got.Status)
+	}
+
+	// Attached inside the window of an ENI Describe already shows.
+	id2 := h.createENI(t, subnetA, 1)
+	h.waitSim(31 * time.Second)
+	if _, err := h.attach(id2, "i-0000000000000c5a1", 2); err != nil {
+		t.Fatalf("attach: %v", err)
+	}
+	if got := h.describeENI(t, id2); got.Status != types.NetworkInterfaceStatusAvailable || got.Attachment != nil {
+		t.Fatalf("ENI attached inside the window shows %s, attachment %v; want available, none", got.Status, got.Attachment)
+	}
+	h.waitSim(31 * time.Second)
+	if got := h.describeENI(t, id2); got.Status != types.NetworkInterfaceStatusInUse || got.Attachment == nil {
+		t.Fatalf("ENI after the window shows %s, attachment %v; want in-use, attached", got.Status, got.Attachment)
 	}
 }
 

@@ -331,17 +331,25 @@ func (w *World) NetworkInterface(id string) (NetworkInterface, bool) {
 	return *e.view(), true
 }
 
-// NetworkInterfaces returns the ENIs Describe shows now (those created
-// within the consistency window are hidden), in creation order. The
-// snapshots are shared and must not be modified.
+// NetworkInterfaces returns the ENIs Describe shows now, in creation
+// order. Within the consistency window EC2's reads lag its writes: an ENI
+// created in it is hidden, and one attached in it still shows available
+// with no attachment. The snapshots are shared and must not be modified.
 func (w *World) NetworkInterfaces() []*NetworkInterface {
 	var out []*NetworkInterface
 	_ = w.do(func(now time.Time) error {
 		out = make([]*NetworkInterface, 0, len(w.enis))
 		for _, e := range w.enis {
-			if w.visibleLocked(e, now) {
-				out = append(out, e.view())
+			if !w.visibleLocked(e, now) {
+				continue
 			}
+			v := e.view()
+			if a := v.Attachment; a != nil && a.DeviceIndex > 0 && w.consistency > 0 && now.Before(a.AttachTime.Add(w.consistency)) {
+				stale := *v
+				stale.Attachment, stale.Status = nil, StatusAvailable
+				v = &stale
+			}
+			out = append(out, v)
 		}
 		return nil
 	})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/allotnet/allot/awssim"
 	"github.com/allotnet/allot/awssim/scenario"
+	"github.com/allotnet/allot/awssim/throttle"
 	"github.com/allotnet/allot/awssim/world"
 	"github.com/allotnet/allot/broker/ec2client"
 	"github.com/allotnet/allot/broker/etcdembed/etcdembedtest"
@@ -49,6 +50,10 @@ type envOpts struct {
 	share float64
 	// scenario, when set, replaces the one-subnet world.
 	scenario *scenario.Scenario
+	// scale, when set, replaces timeScale for awssim and the limiter.
+	scale float64
+	// buckets, when set, replace EC2's buckets of these actions.
+	buckets map[string]throttle.Spec
 }
 
 func newEnv(t *testing.T, o envOpts) *env {
@@ -65,12 +70,16 @@ func newEnv(t *testing.T, o envOpts) *env {
 			},
 		}},
 		Instances: []scenario.Instance{{Subnet: "a", Type: o.instanceType, Count: o.nodes}},
+		Throttle:  scenario.Throttle{Buckets: o.buckets},
+	}
+	if o.scale == 0 {
+		o.scale = timeScale
 	}
 	if o.scenario != nil {
 		sc = *o.scenario
 	}
 	sim, err := awssim.Start(context.Background(), awssim.Config{
-		Scenario: sc, TimeScale: timeScale, AdminAddr: "off", Seed: 7, ConsistencyWindow: o.consistency,
+		Scenario: sc, TimeScale: o.scale, AdminAddr: "off", Seed: 7, ConsistencyWindow: o.consistency,
 	})
 	if err != nil {
 		t.Fatalf("start awssim: %v", err)
@@ -87,7 +96,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 	if o.share > 0 {
 		sh = o.share
 	}
-	lim := ratelimit.New(ratelimit.Config{Share: sh, TimeScale: timeScale, Adapt: true})
+	lim := ratelimit.New(ratelimit.Config{Share: sh, TimeScale: o.scale, Adapt: true})
 	ec, err := ec2client.New(context.Background(), ec2client.Config{
 		Region: "us-east-1", Endpoint: sim.EC2Endpoint(), Limiter: lim, Logger: quiet(),
 	})

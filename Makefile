@@ -58,10 +58,12 @@ DEMO_FLAGS ?=
 demo: build
 	$(BIN)/demo $(DEMO_FLAGS)
 
-# soak runs the one-machine cluster under a kubelet-like driver and a fault
-# schedule (agent and broker kill -9, a frozen broker, EC2 errors, latency
-# and drained buckets) and checks allot's invariants throughout and at the
-# end (as root; docs/reliability.md). SOAK_DURATION=30m for a long run.
+# soak runs the one-machine cluster (three broker replicas) under a
+# kubelet-like driver and a fault schedule (agent kill -9, broker leader
+# kill -9 and SIGSTOP, etcd member kill, node termination, EC2 errors,
+# latency, eventual consistency and drained buckets) and checks allot's
+# invariants throughout and at the end (as root; docs/reliability.md).
+# SOAK_DURATION=30m for a long run.
 SOAK_DURATION ?= 5m
 SOAK_FLAGS ?=
 soak: build

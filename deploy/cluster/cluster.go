@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/allotnet/allot/awssim"
 	"github.com/allotnet/allot/awssim/dataplane"
 	"github.com/allotnet/allot/awssim/scenario"
+	"github.com/allotnet/allot/awssim/world"
 	"github.com/allotnet/allot/internal/netnstest"
 )
 
@@ -35,8 +37,11 @@ type Cluster struct {
 	Dir   string
 	Sim   *awssim.Sim
 	Plane *dataplane.Plane
-	// Broker is allot-broker.
-	Broker *Broker
+	// Brokers are the allot-broker replicas (Config.Brokers of them, one
+	// etcd cluster of their embedded members); Broker is the first, which
+	// any caller that needs one broker may use (every replica answers).
+	Brokers []*Broker
+	Broker  *Broker
 	// Nodes are the instances, each with its agent.
 	Nodes []*Node
 	// VPCCIDR is the VPC's (primary) address range, where nodes are.
@@ -153,10 +158,7 @@ func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 	if c.pki, err = newPKI(r.dir, c.Sim); err != nil {
 		return c, err
 	}
-	if c.Broker, err = newBroker(cfg.Binaries, r, r.prefix, c.Sim.EC2Endpoint(), cfg.TimeScale, c.pki, cfg.Env); err != nil {
-		return c, err
-	}
-	if err := c.Broker.Start(ctx); err != nil {
+	if err := c.startBrokers(ctx); err != nil {
 		return c, err
 	}
 	if cfg.CustomNetworking {
@@ -164,7 +166,7 @@ func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 			return c, err
 		}
 	}
-	log.Info("awssim, data plane and broker up", "ec2", c.Sim.EC2Endpoint(), "broker", c.Broker.Addr,
+	log.Info("awssim, data plane and brokers up", "ec2", c.Sim.EC2Endpoint(), "brokers", c.BrokerAddrs(),
 		"elapsed", time.Since(started).Round(time.Millisecond))
 	if err := c.startNodes(ctx); err != nil {
 		return c, err
@@ -176,36 +178,39 @@ func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 	return c, nil
 }
 
+// startBrokers starts every replica, then waits until one leads and each
+// answers naming it.
+func (c *Cluster) startBrokers(ctx context.Context) error {
+	bs, err := newBrokers(c.cfg.Binaries, c.run, c.cfg.Brokers, brokerParams{
+		cluster: c.run.prefix, ec2Endpoint: c.Sim.EC2Endpoint(), timeScale: c.cfg.TimeScale, certs: c.pki, env: c.cfg.Env,
+	})
+	if err != nil {
+		return err
+	}
+	c.Brokers, c.Broker = bs, bs[0]
+	for _, b := range bs {
+		if err := b.Launch(); err != nil {
+			return err
+		}
+	}
+	for _, b := range bs {
+		if err := b.WaitLeader(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // startNodes starts an agent per instance and waits until each serves.
 func (c *Cluster) startNodes(ctx context.Context) error {
-	raw, err := os.ReadFile(c.cfg.Conflist)
-	if err != nil {
-		return fmt.Errorf("read conflist: %w", err)
-	}
 	for i, inst := range c.Sim.World().Instances() {
-		n := &Node{Index: i, Name: fmt.Sprintf("node-%d", i), InstanceID: inst.ID, SubnetID: inst.SubnetID,
-			NetNS: c.Plane.NodeNetns(inst.ID)}
-		if n.PrimaryIP, err = netip.ParseAddr(inst.PrivateIP); err != nil {
-			return fmt.Errorf("instance %s primary address: %w", inst.ID, err)
-		}
-		if n.NetNS == "" {
-			return fmt.Errorf("the data plane has no namespace for instance %s", inst.ID)
-		}
-		imds, err := c.Sim.IMDSEndpoint(inst.ID)
+		n, err := c.newNode(i, inst)
 		if err != nil {
 			return err
 		}
-		n.Agent, err = newAgent(c.cfg.Binaries, c.run, agentParams{
-			name: n.Name, imds: imds, broker: c.Broker.Addr, nodeNetNS: n.NetNS, mode: c.cfg.Mode,
-			warm: c.cfg.Warm, cooldown: c.cfg.Cooldown, certs: c.pki, env: c.cfg.Env,
-		})
-		if err != nil {
-			return err
-		}
-		if n.list, err = nodeConflist(raw, n.Agent); err != nil {
-			return err
-		}
+		c.mu.Lock()
 		c.Nodes = append(c.Nodes, n)
+		c.mu.Unlock()
 		if err := n.Agent.Start(); err != nil {
 			return err
 		}
@@ -216,6 +221,37 @@ func (c *Cluster) startNodes(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// newNode prepares the agent of a running instance, named by index.
+func (c *Cluster) newNode(i int, inst world.Instance) (*Node, error) {
+	raw, err := os.ReadFile(c.cfg.Conflist)
+	if err != nil {
+		return nil, fmt.Errorf("read conflist: %w", err)
+	}
+	n := &Node{Index: i, Name: fmt.Sprintf("node-%d", i), InstanceID: inst.ID, SubnetID: inst.SubnetID,
+		NetNS: c.Plane.NodeNetns(inst.ID)}
+	if n.PrimaryIP, err = netip.ParseAddr(inst.PrivateIP); err != nil {
+		return nil, fmt.Errorf("instance %s primary address: %w", inst.ID, err)
+	}
+	if n.NetNS == "" {
+		return nil, fmt.Errorf("the data plane has no namespace for instance %s", inst.ID)
+	}
+	imds, err := c.Sim.IMDSEndpoint(inst.ID)
+	if err != nil {
+		return nil, err
+	}
+	n.Agent, err = newAgent(c.cfg.Binaries, c.run, agentParams{
+		name: n.Name, imds: imds, broker: c.BrokerAddrs(), nodeNetNS: n.NetNS, mode: c.cfg.Mode,
+		warm: c.cfg.Warm, cooldown: c.cfg.Cooldown, certs: c.pki, env: c.cfg.Env,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if n.list, err = nodeConflist(raw, n.Agent); err != nil {
+		return nil, err
+	}
+	return n, nil
 }
 
 // nodeConflist is the conflist as an installer would write it on the
@@ -250,6 +286,8 @@ func nodeConflist(raw []byte, a *Agent) (*libcni.NetworkConfigList, error) {
 
 // Node returns the node of an instance, or nil.
 func (c *Cluster) Node(instanceID string) *Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for _, n := range c.Nodes {
 		if n.InstanceID == instanceID {
 			return n
@@ -258,7 +296,11 @@ func (c *Cluster) Node(instanceID string) *Node {
 	return nil
 }
 
-// liveNodes are the nodes not removed with RemoveNode.
+// LiveNodes are the nodes whose instance runs (not terminated with
+// TerminateInstance).
+func (c *Cluster) LiveNodes() []*Node { return c.liveNodes() }
+
+// liveNodes are the nodes not removed with TerminateInstance.
 func (c *Cluster) liveNodes() []*Node {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -306,9 +348,18 @@ func (c *Cluster) close() error {
 	}
 	wg.Wait()
 	errs = append(errs, agentErrs...)
-	if c.Broker != nil {
-		errs = append(errs, c.Broker.close())
+	// The replicas stop together: one by one, the last ones would wait
+	// for a quorum that is leaving.
+	brokerErrs := make([]error, len(c.Brokers))
+	for i, b := range c.Brokers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			brokerErrs[i] = b.close()
+		}()
 	}
+	wg.Wait()
+	errs = append(errs, brokerErrs...)
 	if c.outside != nil {
 		errs = append(errs, c.outside.close())
 	}
@@ -341,9 +392,10 @@ func (c *Cluster) copyLogs(dir string) error {
 		return err
 	}
 	logs, _ := filepath.Glob(filepath.Join(c.Dir, "*", "*.log"))
-	more, _ := filepath.Glob(filepath.Join(c.Dir, "nodes", "*", "*.log"))
+	nodes, _ := filepath.Glob(filepath.Join(c.Dir, "nodes", "*", "*.log"))
+	brokers, _ := filepath.Glob(filepath.Join(c.Dir, "broker", "*", "*.log"))
 	var errs []error
-	for _, l := range append(logs, more...) {
+	for _, l := range slices.Concat(logs, nodes, brokers) {
 		b, err := os.ReadFile(l)
 		if err != nil {
 			errs = append(errs, err)

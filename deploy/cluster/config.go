@@ -24,6 +24,10 @@ const ReleaseMargin = 4
 type Config struct {
 	// Nodes is how many instances (and agents) to run; default 3.
 	Nodes int
+	// Brokers is how many allot-broker replicas to run, their embedded
+	// etcd members forming one cluster; default 1. Two survive no failure
+	// (both are needed for a quorum), so it is 1, 3 or 5.
+	Brokers int
 	// InstanceType of every node; default c5.xlarge (4 ENIs of 15
 	// addresses).
 	InstanceType string
@@ -82,6 +86,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Nodes == 0 {
 		c.Nodes = 3
 	}
+	if c.Brokers == 0 {
+		c.Brokers = 1
+	}
 	if c.InstanceType == "" {
 		c.InstanceType = "c5.xlarge"
 	}
@@ -119,6 +126,8 @@ func (c Config) withDefaults() (Config, error) {
 	switch {
 	case c.Nodes < 1 || c.Nodes > 200:
 		return c, fmt.Errorf("nodes %d: want 1 to 200", c.Nodes)
+	case c.Brokers != 1 && c.Brokers != 3 && c.Brokers != 5:
+		return c, fmt.Errorf("brokers %d: want 1, 3 or 5", c.Brokers)
 	case c.TimeScale <= 0:
 		return c, fmt.Errorf("time scale %g: want a positive number", c.TimeScale)
 	case c.Mode != ModeSecondaryIP && c.Mode != ModePrefix:

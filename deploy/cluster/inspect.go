@@ -88,7 +88,7 @@ func ec2View(e world.NetworkInterface) ENIView {
 // BrokerFootprint is what the broker's records hold for each node, by
 // instance ID, with each record's status.
 func (c *Cluster) BrokerFootprint(ctx context.Context) (map[string]NodeFootprint, map[string]string, error) {
-	resp, err := c.Broker.Admin.ListENIs(ctx, &allotv1.ListENIsRequest{})
+	resp, err := c.admin().ListENIs(ctx, &allotv1.ListENIsRequest{})
 	if err != nil {
 		return nil, nil, fmt.Errorf("broker ListENIs: %w", err)
 	}
@@ -200,7 +200,7 @@ func (n *Node) Host(enis map[string]bool) (HostState, error) {
 
 // BrokerNodes returns the broker's node summaries by instance ID.
 func (c *Cluster) BrokerNodes(ctx context.Context) (map[string]*allotv1.NodeSummary, error) {
-	resp, err := c.Broker.Admin.ListNodes(ctx, &allotv1.ListNodesRequest{})
+	resp, err := c.admin().ListNodes(ctx, &allotv1.ListNodesRequest{})
 	if err != nil {
 		return nil, fmt.Errorf("broker ListNodes: %w", err)
 	}

@@ -1,8 +1,12 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"time"
+
+	"github.com/allotnet/allot/awssim/world"
 )
 
 // TerminateInstance is the node leaving as EC2 sees it: the instance is
@@ -34,4 +38,37 @@ func (c *Cluster) TerminateInstance(n *Node) error {
 		errs = append(errs, fmt.Errorf("terminate %s: %w", n.InstanceID, err))
 	}
 	return errors.Join(errs...)
+}
+
+// AddNode launches another instance like like (same type and subnet), as
+// an autoscaling group replacing a terminated node would, starts its agent
+// and returns once the agent serves.
+func (c *Cluster) AddNode(ctx context.Context, like *Node) (*Node, error) {
+	c.mu.Lock()
+	i := len(c.Nodes)
+	c.mu.Unlock()
+	inst, err := c.Sim.AddInstance(world.InstanceSpec{Type: c.cfg.InstanceType, SubnetID: like.SubnetID,
+		Tags: map[string]string{"Name": fmt.Sprintf("node-%d", i), "role": "node"}})
+	if err != nil {
+		return nil, fmt.Errorf("launch an instance: %w", err)
+	}
+	launched := time.Now()
+	if err := c.Plane.Sync(ctx); err != nil {
+		return nil, fmt.Errorf("data plane: %w", err)
+	}
+	c.log.Info("instance launched", "instance", inst.ID, "data_plane_sync", time.Since(launched).Round(time.Millisecond))
+	n, err := c.newNode(i, inst)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.Nodes = append(c.Nodes, n)
+	c.mu.Unlock()
+	if err := n.Agent.Start(); err != nil {
+		return n, err
+	}
+	if err := n.Agent.WaitReady(ctx); err != nil {
+		return n, fmt.Errorf("%s (%s): %w", n.Name, n.InstanceID, err)
+	}
+	return n, nil
 }

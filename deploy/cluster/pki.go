@@ -84,9 +84,10 @@ func (p *pki) brokerArgs() []string {
 }
 
 // agentArgs make the agent verify the broker and attest with a node key
-// kept in its node directory.
+// kept in its node directory. The broker's certificate names localhost:
+// with several broker addresses the agent has no one host to verify.
 func (p *pki) agentArgs(nodeDir string) []string {
-	return []string{"--broker-ca=" + p.caPath, "--node-key=" + filepath.Join(nodeDir, "node.key")}
+	return []string{"--broker-ca=" + p.caPath, "--broker-server-name=localhost", "--node-key=" + filepath.Join(nodeDir, "node.key")}
 }
 
 // ctlArgs make allotctl a planner.

@@ -159,7 +159,7 @@ func (c *Cluster) recordFindings(ctx context.Context, ec2 map[string]NodeFootpri
 	if err != nil {
 		return []string{err.Error()}
 	}
-	st, err := c.Broker.Admin.GetStatus(ctx, &allotv1.GetStatusRequest{})
+	st, err := c.admin().GetStatus(ctx, &allotv1.GetStatusRequest{})
 	if err != nil {
 		return []string{fmt.Sprintf("broker GetStatus: %v", err)}
 	}

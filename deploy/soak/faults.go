@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -14,20 +15,24 @@ import (
 
 // The kinds of fault the schedule injects.
 const (
-	FaultAgentKill   = "agent_kill9"
-	FaultBrokerKill  = "broker_kill9"
-	FaultBrokerStop  = "broker_sigstop"
-	FaultEC2Errors   = "ec2_errors"
-	FaultEC2Latency  = "ec2_latency"
-	FaultOtherTenant = "ec2_other_tenants"
+	FaultAgentKill    = "agent_kill9"
+	FaultLeaderKill   = "broker_leader_kill9"
+	FaultLeaderStop   = "broker_leader_sigstop"
+	FaultMemberKill   = "etcd_member_kill"
+	FaultNodeTerm     = "node_terminated"
+	FaultEC2Errors    = "ec2_errors"
+	FaultEC2Latency   = "ec2_latency"
+	FaultConsistency  = "ec2_eventual_consistency"
+	FaultOtherTenants = "ec2_other_tenants"
 )
 
-// FaultKinds lists them in the order the schedule first injects them.
-var FaultKinds = []string{FaultAgentKill, FaultEC2Errors, FaultBrokerStop, FaultOtherTenant, FaultBrokerKill, FaultEC2Latency}
+// roundRobin are the faults injected one after another, in this order;
+// node terminations run beside them (faultSchedule.nodes).
+var roundRobin = []string{FaultAgentKill, FaultEC2Errors, FaultLeaderStop, FaultOtherTenants, FaultLeaderKill,
+	FaultEC2Latency, FaultMemberKill, FaultConsistency}
 
-// faultWindow is how long a lasting fault (a frozen broker, EC2 errors
-// or latency, drained buckets) lasts.
-const faultWindow = 3 * time.Second
+// FaultKinds lists every kind.
+var FaultKinds = append(slices.Clone(roundRobin), FaultNodeTerm)
 
 // recoverBound is how long the schedule waits for the cluster to recover
 // from a fault before it counts it unrecovered.
@@ -41,8 +46,12 @@ type faultSchedule struct {
 	s   *soak
 	rng *rand.Rand
 
+	// agents is held while a fault stops or starts an agent, so an agent
+	// kill and a node's termination never meet on one node.
+	agents sync.Mutex
+
 	mu       sync.Mutex
-	paused   bool
+	paused   *cluster.Broker
 	draining chan struct{}
 	lastAdd  map[*cluster.Node]time.Time
 }
@@ -64,41 +73,54 @@ func (f *faultSchedule) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		kind := FaultKinds[i%len(FaultKinds)]
-		n := f.s.c.Nodes[f.rng.IntN(len(f.s.c.Nodes))]
-		f.s.log.Info("fault", "kind", kind, "node", n.Name)
-		lifted, detail, err := f.inject(ctx, kind, n)
+		kind := roundRobin[i%len(roundRobin)]
+		f.s.log.Info("fault", "kind", kind)
+		var scope *cluster.Node
+		lifted, detail, err := f.inject(ctx, kind, &scope)
 		ready := time.Now()
-		f.s.mu.Lock()
-		f.s.res.Faults[kind]++
-		f.s.mu.Unlock()
+		f.count(kind)
 		if err != nil {
 			f.s.brokeRun(fmt.Errorf("fault %s: %w", kind, err))
 			return
-		}
-		scope := n
-		if kind != FaultAgentKill {
-			scope = nil
 		}
 		rec, ok := f.recovery(ctx, lifted, ready, scope)
 		if !ok && ctx.Err() != nil {
 			return // the run ended before a pod could show recovery
 		}
-		f.s.mu.Lock()
-		f.s.res.Recoveries = append(f.s.res.Recoveries, Recovery{Kind: kind, Detail: detail, Seconds: rec.Seconds(), Recovered: ok})
-		f.s.mu.Unlock()
+		f.record(Recovery{Kind: kind, Detail: detail, Seconds: rec.Seconds(), Recovered: ok})
 	}
 }
 
+func (f *faultSchedule) count(kind string) {
+	f.s.mu.Lock()
+	f.s.res.Faults[kind]++
+	f.s.mu.Unlock()
+}
+
+func (f *faultSchedule) record(r Recovery) {
+	f.s.mu.Lock()
+	f.s.res.Recoveries = append(f.s.res.Recoveries, r)
+	f.s.mu.Unlock()
+}
+
 // inject applies one fault and lifts it; it returns when the process
-// hit is back (serving, or leading) and the moment the fault was lifted
-// (the process restarted or resumed, EC2 set right). Restores run even
-// when ctx ends meanwhile.
-func (f *faultSchedule) inject(ctx context.Context, kind string, n *cluster.Node) (time.Time, string, error) {
-	c := f.s.c
+// hit is back (serving, or a leader elected) and the moment the fault was
+// lifted (the process restarted or resumed, EC2 set right). An agent
+// fault sets *scope to its node. Restores run even when ctx ends
+// meanwhile.
+func (f *faultSchedule) inject(ctx context.Context, kind string, scope **cluster.Node) (time.Time, string, error) {
 	bg := context.WithoutCancel(ctx)
+	wctx, cancel := context.WithTimeout(bg, recoverBound)
+	defer cancel()
 	switch kind {
 	case FaultAgentKill:
+		f.agents.Lock()
+		defer f.agents.Unlock()
+		n := f.pickNode()
+		if n == nil {
+			return time.Now(), "no node", nil
+		}
+		*scope = n
 		if err := n.Agent.Kill(); err != nil {
 			return time.Time{}, "", err
 		}
@@ -107,48 +129,108 @@ func (f *faultSchedule) inject(ctx context.Context, kind string, n *cluster.Node
 		if err := n.Agent.Start(); err != nil {
 			return time.Time{}, "", err
 		}
-		wctx, cancel := context.WithTimeout(bg, recoverBound)
-		defer cancel()
 		return lifted, n.Name, n.Agent.WaitReady(wctx)
-	case FaultBrokerKill:
-		if err := c.Broker.Kill(); err != nil {
-			return time.Time{}, "", err
-		}
-		sleep(bg, 500*time.Millisecond)
-		lifted := time.Now()
-		wctx, cancel := context.WithTimeout(bg, recoverBound)
-		defer cancel()
-		return lifted, "broker-1", c.Broker.Start(wctx)
-	case FaultBrokerStop:
-		f.mu.Lock()
-		f.paused = true
-		f.mu.Unlock()
-		if err := c.Broker.Pause(); err != nil {
-			return time.Time{}, "", err
-		}
-		sleep(bg, faultWindow)
-		lifted := time.Now()
-		f.lift()
-		wctx, cancel := context.WithTimeout(bg, recoverBound)
-		defer cancel()
-		return lifted, fmt.Sprintf("broker-1 frozen %v", faultWindow), c.Broker.WaitLeader(wctx)
+	case FaultLeaderKill, FaultLeaderStop, FaultMemberKill:
+		return f.brokerFault(wctx, kind)
 	case FaultEC2Errors, FaultEC2Latency:
 		action := faultActions[f.rng.IntN(len(faultActions))]
 		fault := awssim.Fault{ErrorRate: 0.3 + 0.4*f.rng.Float64(), ErrorCode: "InternalError"}
 		if kind == FaultEC2Latency {
 			fault = awssim.Fault{Latency: simclock.Duration(time.Duration(5+f.rng.IntN(20)) * time.Second)}
 		}
-		c.Sim.SetFaults(map[string]awssim.Fault{action: fault})
-		sleep(bg, faultWindow)
-		c.Sim.SetFaults(nil)
+		f.s.c.Sim.SetFaults(map[string]awssim.Fault{action: fault})
+		sleep(bg, f.s.cfg.FaultWindow)
+		f.s.c.Sim.SetFaults(nil)
 		return time.Now(), fmt.Sprintf("%s rate=%.2f latency=%v (simulated)", action, fault.ErrorRate, time.Duration(fault.Latency)), nil
-	case FaultOtherTenant:
+	case FaultConsistency:
+		// DescribeNetworkInterfaces leaves out ENIs created within the
+		// window, as EC2's eventually consistent reads do.
+		w := time.Duration(5+f.rng.IntN(26)) * time.Second
+		f.s.c.Sim.World().SetConsistencyWindow(w)
+		sleep(bg, f.s.cfg.FaultWindow)
+		f.s.c.Sim.World().SetConsistencyWindow(0)
+		return time.Now(), fmt.Sprintf("new ENIs hidden from Describe for %v (simulated)", w), nil
+	case FaultOtherTenants:
 		f.drain()
-		sleep(bg, faultWindow)
+		sleep(bg, f.s.cfg.FaultWindow)
 		f.lift()
-		return time.Now(), "every bucket emptied for " + faultWindow.String(), nil
+		return time.Now(), "every bucket emptied for " + f.s.cfg.FaultWindow.String(), nil
 	}
 	return time.Time{}, "", fmt.Errorf("unknown fault %q", kind)
+}
+
+// pickNode is a random node of the driver's that is not being terminated.
+func (f *faultSchedule) pickNode() *cluster.Node {
+	var ns []*cluster.Node
+	for _, n := range f.s.c.LiveNodes() {
+		if !f.s.retired(n) {
+			ns = append(ns, n)
+		}
+	}
+	if len(ns) == 0 {
+		return nil
+	}
+	return ns[f.rng.IntN(len(ns))]
+}
+
+// brokerFault hits the leader (kill -9, restarted on its data after
+// 0.5 s; or SIGSTOP for longer than the election TTL, so a standby takes
+// over while it is frozen), or kills another replica with its etcd member
+// for a while (two of three keep the quorum). It returns when a leader
+// serves and the replica hit answers again.
+func (f *faultSchedule) brokerFault(ctx context.Context, kind string) (time.Time, string, error) {
+	c := f.s.c
+	lead, err := c.WaitLeader(ctx)
+	if err != nil {
+		return time.Time{}, "", err
+	}
+	hit := lead
+	switch kind {
+	case FaultLeaderStop:
+		frozen := time.Duration(4000+f.rng.IntN(2000)) * time.Millisecond
+		f.mu.Lock()
+		f.paused = lead
+		f.mu.Unlock()
+		if err := lead.Pause(); err != nil {
+			return time.Time{}, "", err
+		}
+		sleep(ctx, frozen)
+		lifted := time.Now()
+		f.lift()
+		return lifted, fmt.Sprintf("%s (leader) frozen %v", lead.Name, frozen.Round(time.Millisecond)), f.waitBack(ctx, lead)
+	case FaultMemberKill:
+		for _, b := range c.Brokers {
+			if b != lead && b.Running() {
+				hit = b
+				break
+			}
+		}
+	}
+	down := 500 * time.Millisecond
+	if kind == FaultMemberKill {
+		down = time.Duration(3000+f.rng.IntN(4000)) * time.Millisecond
+	}
+	if err := hit.Kill(); err != nil {
+		return time.Time{}, "", err
+	}
+	sleep(ctx, down)
+	lifted := time.Now()
+	if err := hit.Launch(); err != nil {
+		return time.Time{}, "", err
+	}
+	what := "leader"
+	if hit != lead {
+		what = "follower; leader " + lead.Name
+	}
+	return lifted, fmt.Sprintf("%s (%s) down %v", hit.Name, what, down.Round(time.Millisecond)), f.waitBack(ctx, hit)
+}
+
+// waitBack waits until a leader serves and b answers naming it.
+func (f *faultSchedule) waitBack(ctx context.Context, b *cluster.Broker) error {
+	if _, err := f.s.c.WaitLeader(ctx); err != nil {
+		return err
+	}
+	return b.WaitLeader(ctx)
 }
 
 // drain empties every EC2 token bucket every 20 ms, as other tenants of
@@ -181,15 +263,16 @@ func (f *faultSchedule) drain() {
 func (f *faultSchedule) lift() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.paused {
-		_ = f.s.c.Broker.Resume()
-		f.paused = false
+	if f.paused != nil {
+		_ = f.paused.Resume()
+		f.paused = nil
 	}
 	if f.draining != nil {
 		close(f.draining)
 		f.draining = nil
 	}
 	f.s.c.Sim.SetFaults(nil)
+	f.s.c.Sim.World().SetConsistencyWindow(0)
 }
 
 // recovery is the time from lifted until the process hit serves again

@@ -93,8 +93,8 @@ func (s *soak) findings(ctx context.Context) []finding {
 	recs := map[netip.Addr][]rec{}
 	byCID := map[string]rec{}
 	served := map[*cluster.Node]bool{}
-	for _, n := range s.c.Nodes {
-		if !n.Agent.Running() {
+	for _, n := range s.c.LiveNodes() {
+		if !n.Agent.Running() || s.retired(n) {
 			continue
 		}
 		pods, err := n.Agent.Pods(ctx)
@@ -128,7 +128,7 @@ func (s *soak) findings(ctx context.Context) []finding {
 	}
 	held := map[netip.Addr]*cluster.Pod{}
 	for _, p := range before {
-		if !after[p] {
+		if !after[p] || s.retired(p.Node) {
 			continue
 		}
 		if q, ok := held[p.Addr]; ok {
@@ -184,15 +184,19 @@ const checkBound = 30 * time.Second
 func (s *soak) finish(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	if !s.c.Broker.Running() {
-		if err := s.c.Broker.Start(ctx); err != nil {
+	for _, b := range s.c.Brokers {
+		if !b.Running() {
+			if err := b.Launch(); err != nil {
+				return err
+			}
+		}
+	}
+	for _, b := range s.c.Brokers {
+		if err := b.WaitLeader(ctx); err != nil {
 			return err
 		}
 	}
-	if err := s.c.Broker.WaitLeader(ctx); err != nil {
-		return err
-	}
-	for _, n := range s.c.Nodes {
+	for _, n := range s.c.LiveNodes() {
 		if !n.Agent.Running() {
 			if err := n.Agent.Start(); err != nil {
 				return err
@@ -205,7 +209,7 @@ func (s *soak) finish(ctx context.Context) error {
 	for _, p := range s.livePods() {
 		s.delete(ctx, p)
 	}
-	for _, n := range s.c.Nodes {
+	for _, n := range s.c.LiveNodes() {
 		pods, err := n.Agent.Pods(ctx)
 		if err != nil {
 			return err

@@ -32,6 +32,15 @@ type Config struct {
 	SlotsPerNode int
 	// FaultEvery is the pause between two faults.
 	FaultEvery time.Duration
+	// FaultWindow is how long a lasting fault (a frozen broker, EC2
+	// errors, latency or eventual consistency, drained buckets) lasts.
+	FaultWindow time.Duration
+	// NodeEvery is the pause between two node terminations, which run
+	// beside the other faults (a node's termination, its cleanup by the
+	// broker and its replacement take longer than the others).
+	NodeEvery time.Duration
+	// GCEvery is how often each node's driver calls CNI GC.
+	GCEvery time.Duration
 	// Seed drives the driver's and the fault schedule's choices.
 	Seed int64
 	// Logger receives progress; nil discards it.
@@ -50,6 +59,18 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (res *Result, err 
 	}
 	if cfg.FaultEvery == 0 {
 		cfg.FaultEvery = 3 * time.Second
+	}
+	if cfg.FaultWindow == 0 {
+		cfg.FaultWindow = 3 * time.Second
+	}
+	if cfg.NodeEvery == 0 {
+		cfg.NodeEvery = time.Minute
+	}
+	if cfg.GCEvery == 0 {
+		cfg.GCEvery = 10 * time.Second
+	}
+	if cfg.Cluster.Brokers == 0 {
+		cfg.Cluster.Brokers = 3
 	}
 	if cfg.Seed == 0 {
 		cfg.Seed = time.Now().UnixNano()
@@ -70,16 +91,20 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (res *Result, err 
 		s.faults.lift() // a frozen broker or drained buckets must not outlive the run
 		err = errors.Join(err, c.Close())
 	}()
-	fmt.Fprintf(progress, "soak: cluster %s up (%d nodes, 1 broker); running %v, seed %d\n", c.Prefix, len(c.Nodes), cfg.Duration, cfg.Seed)
+	fmt.Fprintf(progress, "soak: cluster %s up (%d nodes, %d brokers); running %v, seed %d\n",
+		c.Prefix, len(c.Nodes), len(c.Brokers), cfg.Duration, cfg.Seed)
 	started := time.Now()
 	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	defer cancel()
+	s.runCtx = runCtx
+	s.drive()
 	var wg sync.WaitGroup
 	wg.Add(3)
-	go func() { defer wg.Done(); s.drive(runCtx) }()
 	go func() { defer wg.Done(); s.faults.run(runCtx) }()
+	go func() { defer wg.Done(); s.faults.nodes(runCtx) }()
 	go func() { defer wg.Done(); s.watch(runCtx) }()
 	wg.Wait()
+	s.nodesWG.Wait()
 	s.res.Ran = time.Since(started)
 	s.faults.lift()
 	if err := s.finish(ctx); err != nil {
@@ -101,10 +126,15 @@ type soak struct {
 	res Result
 	// live are the pods whose ADD succeeded and whose DEL has not yet.
 	live map[*cluster.Pod]bool
+	// drivers are the nodes' drivers; runCtx is the run's context they
+	// run under, nodesWG counts their goroutines.
+	drivers map[*cluster.Node]*nodeDriver
+	runCtx  context.Context
+	nodesWG sync.WaitGroup
 }
 
 func newSoak(c *cluster.Cluster, cfg Config) *soak {
-	s := &soak{c: c, cfg: cfg, log: cfg.Logger, live: map[*cluster.Pod]bool{}}
+	s := &soak{c: c, cfg: cfg, log: cfg.Logger, live: map[*cluster.Pod]bool{}, drivers: map[*cluster.Node]*nodeDriver{}}
 	s.res = Result{Ops: map[string]int{}, Faults: map[string]int{}, Violations: map[string]int{}, Seed: cfg.Seed}
 	for _, inv := range Invariants {
 		s.res.Violations[inv] = 0

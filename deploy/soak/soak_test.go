@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -37,14 +38,18 @@ func TestSoak(t *testing.T) {
 	_, file, _, _ := runtime.Caller(0)
 	ctx, cancel := context.WithTimeout(context.Background(), *durationFlag+10*time.Minute)
 	defer cancel()
+	var logBuf bytes.Buffer
 	cfg := Config{
+		Logger:   slog.New(slog.NewTextHandler(&logBuf, nil)),
 		Duration: *durationFlag,
 		Seed:     time.Now().UnixNano(),
 		// Every kind of fault must fit in a minute even on a loaded
-		// machine (make test runs packages side by side).
-		FaultEvery: 2 * time.Second,
+		// machine (make test runs packages side by side); a node is
+		// terminated and replaced beside them.
+		FaultEvery: time.Second, FaultWindow: 2 * time.Second,
+		NodeEvery: 20 * time.Second, GCEvery: 5 * time.Second,
 		Cluster: cluster.Config{
-			Binaries: bins, Stem: testStem, LogDir: *logsFlag,
+			Binaries: bins, Stem: testStem, LogDir: *logsFlag, Brokers: 3,
 			Conflist: filepath.Join(filepath.Dir(file), "..", "cni", "10-allot.conflist"),
 		},
 	}
@@ -55,6 +60,9 @@ func TestSoak(t *testing.T) {
 		_ = res.WriteJSON(&out)
 	}
 	t.Log(out.String())
+	if *logsFlag != "" {
+		_ = os.WriteFile(filepath.Join(*logsFlag, "soak.log"), logBuf.Bytes(), 0o644)
+	}
 	if err != nil {
 		t.Fatalf("soak run: %v", err)
 	}

@@ -1,11 +1,12 @@
 // Command soak runs allot's one-machine cluster under a kubelet-like
-// driver and a fault schedule (agent and broker kill -9, a frozen broker,
-// EC2 errors and latency, buckets drained by other tenants) and checks its
+// driver and a fault schedule (agent kill -9, broker leader kill -9 and
+// SIGSTOP, an etcd member killed, node termination, EC2 errors, latency
+// and eventual consistency, buckets drained by other tenants) and checks its
 // invariants the whole time and at the end. It prints a table and a final
 // JSON line, removes everything it created, and exits 0 only when no
 // invariant was violated. It needs root.
 //
-//	soak [--duration 60s] [--nodes 3] [--slots-per-node 6] [--fault-every 4s] [--seed N]
+//	soak [--duration 60s] [--nodes 3] [--brokers 3] [--slots-per-node 6] [--fault-every 3s] [--node-every 1m] [--seed N]
 package main
 
 import (
@@ -34,6 +35,10 @@ func main() {
 	fs.IntVar(&cfg.Cluster.Nodes, "nodes", 3, "nodes (instances, each with an agent)")
 	fs.IntVar(&cfg.SlotsPerNode, "slots-per-node", 6, "pod names each node's driver cycles through")
 	fs.DurationVar(&cfg.FaultEvery, "fault-every", 3*time.Second, "pause between two faults")
+	fs.DurationVar(&cfg.FaultWindow, "fault-window", 3*time.Second, "how long a frozen broker, EC2 errors, latency or eventual consistency, or drained buckets last")
+	fs.DurationVar(&cfg.NodeEvery, "node-every", time.Minute, "pause between two node terminations (each node terminated is replaced by a new one)")
+	fs.DurationVar(&cfg.GCEvery, "gc-every", 10*time.Second, "how often each node's driver calls CNI GC")
+	fs.IntVar(&cfg.Cluster.Brokers, "brokers", 3, "allot-broker replicas, their embedded etcd members one cluster (1, 3 or 5)")
 	fs.Int64Var(&cfg.Seed, "seed", 0, "seed of the driver, the faults and awssim (0: from the clock)")
 	fs.Float64Var(&cfg.Cluster.TimeScale, "time-scale", 10, "simulated seconds per real second")
 	fs.StringVar(&cfg.Cluster.Conflist, "conflist", "deploy/cni/10-allot.conflist", "CNI network configuration list the runtime uses")

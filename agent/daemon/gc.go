@@ -70,22 +70,32 @@ func (a *Agent) gcOne(att cniserver.Attachment, began time.Time) error {
 // torn down meanwhile, so none is mistaken for stray or restored halfway
 // through its teardown.
 func (a *Agent) removeStrays() error {
+	_, _, err := a.reconcileHost("gc")
+	return err
+}
+
+// reconcileHost is removeStrays, also returning what Reconcile restored
+// and how many stray pieces were removed. Reconcile restores the missing
+// pieces of recorded pods whose namespace exists; nothing here touches
+// the pool, so no address is freed.
+func (a *Agent) reconcileHost(why string) (hostnet.Report, int, error) {
 	a.netMu.Lock()
 	defer a.netMu.Unlock()
 	rep, err := a.net.Reconcile(a.desiredPods())
 	if err != nil {
-		return fmt.Errorf("gc: compare host network with records: %w", err)
+		return rep, 0, fmt.Errorf("%s: compare host network with records: %w", why, err)
 	}
 	stray := hostnet.Report{StrayLinks: rep.StrayLinks, StrayRules: rep.StrayRules, StrayRoutes: rep.StrayRoutes}
-	if len(stray.StrayLinks)+len(stray.StrayRules)+len(stray.StrayRoutes) == 0 {
-		return nil
+	n := len(stray.StrayLinks) + len(stray.StrayRules) + len(stray.StrayRoutes)
+	if n == 0 {
+		return rep, 0, nil
 	}
 	if err := a.net.RemoveStray(stray); err != nil {
-		return fmt.Errorf("gc: remove stray pod devices: %w", err)
+		return rep, 0, fmt.Errorf("%s: remove stray pod devices: %w", why, err)
 	}
-	a.log.Info("gc removed pod devices no record accounts for",
+	a.log.Info(why+" removed pod devices no record accounts for",
 		"links", len(stray.StrayLinks), "rules", len(stray.StrayRules), "routes", len(stray.StrayRoutes))
-	return nil
+	return rep, n, nil
 }
 
 // Status is nil while the agent can serve an ADD: it has a free (or

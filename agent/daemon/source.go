@@ -80,6 +80,26 @@ func (s source) Health() introspect.Health {
 	return introspect.Health{Ready: true, BrokerConnected: bs.Connected, BrokerError: bs.LastError}
 }
 
+// RepairHost makes the host's pod devices match the records (allotctl
+// check --repair): missing pieces of recorded pods restored, strays
+// removed. The pool is not touched.
+func (s source) RepairHost() introspect.RepairReport {
+	out := introspect.RepairReport{Restored: []string{}}
+	if !s.a.ready.Load() {
+		out.Error = "the agent is restoring its state"
+		return out
+	}
+	rep, n, err := s.a.reconcileHost("repair")
+	for _, r := range rep.Repaired {
+		out.Restored = append(out.Restored, r.Attachment.String())
+	}
+	out.Removed = n
+	if err != nil {
+		out.Error = err.Error()
+	}
+	return out
+}
+
 // About returns the build, the node and the agent's configuration.
 func (s source) About() introspect.About {
 	ab := introspect.About{Build: buildinfo.Get(), NodeName: s.a.cfg.NodeName, Config: s.a.cfg}

@@ -102,6 +102,18 @@ type Source interface {
 	Logs() []byte
 	// About is the agent's version, node and configuration.
 	About() About
+	// RepairHost restores the missing host devices of recorded pods and
+	// removes the devices no record accounts for; it frees no address.
+	RepairHost() RepairReport
+}
+
+// RepairReport is what RepairHost did.
+type RepairReport struct {
+	// Restored are the attachments whose missing host pieces were set up
+	// again; Removed the stray links, rules and routes deleted.
+	Restored []string `json:"restored"`
+	Removed  int      `json:"removed"`
+	Error    string   `json:"error,omitempty"`
 }
 
 // About is what a support bundle needs to know of the agent beside its
@@ -193,6 +205,16 @@ func Handler(src Source, metrics *telemetry.Metrics) http.Handler {
 	})
 	mux.HandleFunc("GET /v1/about", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, src.About())
+	})
+	// The one route that changes anything, and only the host's devices
+	// (to match the agent's own records): loopback only, as the rest.
+	mux.HandleFunc("POST /v1/repair", func(w http.ResponseWriter, _ *http.Request) {
+		rep := src.RepairHost()
+		code := http.StatusOK
+		if rep.Error != "" {
+			code = http.StatusInternalServerError
+		}
+		writeJSON(w, code, rep)
 	})
 	mux.HandleFunc("GET /v1/logs", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/x-ndjson")

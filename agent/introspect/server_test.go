@@ -24,6 +24,9 @@ func (f fakeSource) Pods() []Pod {
 }
 func (f fakeSource) Health() Health { return f.h }
 func (f fakeSource) Logs() []byte   { return []byte(`{"msg":"agent ready"}` + "\n") }
+func (f fakeSource) RepairHost() RepairReport {
+	return RepairReport{Restored: []string{"n/c1/eth0"}, Removed: 1}
+}
 func (f fakeSource) About() About {
 	return About{InstanceID: "i-0123456789abcdef0", Config: map[string]string{"mode": "secondary-ip"}}
 }
@@ -107,5 +110,30 @@ func TestListenRefusesNonLoopback(t *testing.T) {
 		if _, err := Listen(addr, fakeSource{}, nil, nil); err == nil {
 			t.Errorf("Listen(%q) accepted a non-loopback address", addr)
 		}
+	}
+}
+
+// TestRepairIsAPost: /v1/repair answers a POST with what was repaired, and
+// is not reachable by a GET (a crawler or a browser prefetch must not
+// change the host).
+func TestRepairIsAPost(t *testing.T) {
+	base := serve(t, fakeSource{}, nil)
+	resp, err := http.Post(base+"/v1/repair", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep RepairReport
+	err = json.NewDecoder(resp.Body).Decode(&rep)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || rep.Removed != 1 || len(rep.Restored) != 1 {
+		t.Errorf("POST /v1/repair: %s %+v %v", resp.Status, rep, err)
+	}
+	resp, err = http.Get(base + "/v1/repair")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("GET /v1/repair: %s, want 405", resp.Status)
 	}
 }

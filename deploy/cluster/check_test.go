@@ -28,17 +28,33 @@ type checkOutput struct {
 		Address string `json:"address"`
 		Detail  string `json:"detail"`
 	} `json:"findings"`
+	Fixes []struct {
+		Fix     string `json:"fix"`
+		Class   string `json:"class"`
+		By      string `json:"by"`
+		Applied bool   `json:"applied"`
+		Result  string `json:"result"`
+	} `json:"fixes"`
+}
+
+// classes counts the findings by class.
+func (o checkOutput) classes() map[string]int {
+	m := map[string]int{}
+	for _, f := range o.Findings {
+		m[f.Class]++
+	}
+	return m
 }
 
 // tryCheck runs the allotctl binary against the cluster and every agent;
 // an error means the check could not run (exit 1).
-func tryCheck(c *Cluster) (checkOutput, int, error) {
+func tryCheck(c *Cluster, extra ...string) (checkOutput, int, error) {
 	var agents []string
 	for _, n := range c.Nodes {
 		agents = append(agents, n.Agent.Introspect)
 	}
 	cmd := exec.Command(c.cfg.Binaries.Ctl, append(append([]string{"--broker", c.Broker.Addr, "--timeout", "30s"},
-		c.pki.ctlAdminArgs()...), "check", "--agents", strings.Join(agents, ","), "-o", "json")...)
+		c.pki.ctlAdminArgs()...), append([]string{"check", "--agents", strings.Join(agents, ","), "-o", "json"}, extra...)...)...)
 	out, err := cmd.Output()
 	code := 0
 	var ee *exec.ExitError
@@ -191,6 +207,79 @@ func TestCheckFindsInjectedDrift(t *testing.T) {
 		}
 		if !found {
 			t.Errorf("check did not report %s; findings: %+v", name, res.Findings)
+		}
+	}
+	repairDrift(t, c, node, victim, stray)
+}
+
+// repairDrift runs check --repair, first as the dry run it is by default
+// (fixes named, nothing changed), then applied: the pod's deleted veth is
+// back, the stray veth is gone, the re-check run after the fixes no longer
+// reports either, and every pod of the node keeps its address. The EC2
+// classes are named as the reconciler's to fix, not touched.
+func repairDrift(t *testing.T, c *Cluster, node *Node, victim, stray string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	before, err := node.Agent.Pods(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dry, _, err := tryCheck(c, "--repair")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixes := map[string]bool{}
+	for _, f := range dry.Fixes {
+		fixes[f.Fix] = true
+		if f.Applied {
+			t.Errorf("dry run applied %+v", f)
+		}
+	}
+	for _, want := range []string{"restore-pod-devices", "remove-stray-devices", "collect-leaked-eni"} {
+		found := false
+		for f := range fixes {
+			found = found || strings.HasPrefix(f, want)
+		}
+		if !found {
+			t.Errorf("dry run names no %s fix: %+v", want, dry.Fixes)
+		}
+	}
+	if n := dry.classes(); n["pod-without-devices"] == 0 || n["devices-without-pod"] == 0 {
+		t.Errorf("the dry run changed something: %v", n)
+	}
+
+	applied, _, err := tryCheck(c, "--repair", "--dry-run=false")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := applied.classes(); n["pod-without-devices"] > 0 || n["devices-without-pod"] > 0 {
+		t.Errorf("after the repair the check still finds %v; fixes %+v", n, applied.Fixes)
+	}
+	for _, f := range applied.Fixes {
+		if f.By != "reconciler" && !f.Applied {
+			t.Errorf("fix not applied: %+v", f)
+		}
+	}
+	inNodeNS(t, node, func(h *netlink.Handle) error {
+		if _, err := h.LinkByName(victim); err != nil {
+			return fmt.Errorf("the pod's veth %s is not back: %w", victim, err)
+		}
+		if _, err := h.LinkByName(stray); err == nil {
+			return fmt.Errorf("the stray veth %s is still there", stray)
+		}
+		return nil
+	})
+	after, err := node.Agent.Pods(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := map[string]string{}
+	for _, p := range after {
+		held[p.ContainerID] = p.Addr
+	}
+	for _, p := range before {
+		if held[p.ContainerID] != p.Addr {
+			t.Errorf("pod %s held %s before the repair, %q after", p.ContainerID, p.Addr, held[p.ContainerID])
 		}
 	}
 }

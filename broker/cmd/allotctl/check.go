@@ -26,6 +26,8 @@ const (
 var (
 	checkStaleAfter time.Duration
 	checkAgents     string
+	checkRepair     bool
+	checkDryRun     bool
 )
 
 func checkFlags(fs *flag.FlagSet) {
@@ -33,6 +35,9 @@ func checkFlags(fs *flag.FlagSet) {
 		"report intents open, and agents' usage reports unchanged, for longer than this")
 	fs.StringVar(&checkAgents, "agents", "", "comma-separated introspection addresses of agents to include "+
 		"(host:port of each agent's --introspect-addr, e.g. 127.0.0.1:61679 on a node)")
+	fs.BoolVar(&checkRepair, "repair", false, "list the safe fix of each finding that has one (restore a recorded pod's host devices, "+
+		"remove devices no record accounts for); with --dry-run=false, apply them and check again. No address is ever freed")
+	fs.BoolVar(&checkDryRun, "dry-run", true, "with --repair: only list the fixes")
 }
 
 // finding is one row of the check's output.
@@ -53,6 +58,8 @@ type checkResult struct {
 	ENIsInEtcd int32     `json:"enis_in_etcd"`
 	Agents     int       `json:"agents"`
 	Findings   []finding `json:"findings"`
+	// Fixes are --repair's, applied or (dry run) not.
+	Fixes []fix `json:"fixes,omitempty"`
 }
 
 // findingsError is a check that ran and found disagreements (exit 3).
@@ -67,9 +74,40 @@ func cmdCheck(ctx context.Context, c *client, args []string, o *options, out io.
 	if checkStaleAfter < 0 {
 		return usageError{"--stale-after must not be negative"}
 	}
-	resp, err := c.admin.Check(ctx, &allotv1.CheckRequest{StaleAfterSeconds: int64(checkStaleAfter / time.Second)})
+	res, err := runCheck(ctx, c)
 	if err != nil {
 		return err
+	}
+	if checkRepair {
+		fixes := planFixes(res.Findings)
+		if !checkDryRun && len(fixes) > 0 {
+			applyFixes(ctx, fixes)
+			if res, err = runCheck(ctx, c); err != nil {
+				return err
+			}
+		}
+		res.Fixes = fixes
+	}
+	if err := printCheck(out, o, res); err != nil {
+		return err
+	}
+	if checkRepair && o.output != "json" {
+		if err := printFixes(out, res.Fixes, checkDryRun); err != nil {
+			return err
+		}
+	}
+	if len(res.Findings) > 0 {
+		return findingsError{len(res.Findings)}
+	}
+	return nil
+}
+
+// runCheck asks the broker for its comparison and each agent for its own,
+// and compares each agent's pool with the broker's records.
+func runCheck(ctx context.Context, c *client) (checkResult, error) {
+	resp, err := c.admin.Check(ctx, &allotv1.CheckRequest{StaleAfterSeconds: int64(checkStaleAfter / time.Second)})
+	if err != nil {
+		return checkResult{}, err
 	}
 	res := checkResult{Replica: resp.GetReplica(), ENIsInEC2: resp.GetEnisInEc2(), ENIsInEtcd: resp.GetEnisInEtcd(),
 		Findings: []finding{}}
@@ -80,7 +118,7 @@ func cmdCheck(ctx context.Context, c *client, args []string, o *options, out io.
 	if agents := splitComma(checkAgents); len(agents) > 0 {
 		enis, err := c.admin.ListENIs(ctx, &allotv1.ListENIsRequest{})
 		if err != nil {
-			return err
+			return checkResult{}, err
 		}
 		res.Agents = len(agents)
 		for _, addr := range agents {
@@ -88,13 +126,7 @@ func cmdCheck(ctx context.Context, c *client, args []string, o *options, out io.
 		}
 	}
 	sort.SliceStable(res.Findings, func(i, j int) bool { return res.Findings[i].Class < res.Findings[j].Class })
-	if err := printCheck(out, o, res); err != nil {
-		return err
-	}
-	if len(res.Findings) > 0 {
-		return findingsError{len(res.Findings)}
-	}
-	return nil
+	return res, nil
 }
 
 func printCheck(out io.Writer, o *options, res checkResult) error {

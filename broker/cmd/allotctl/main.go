@@ -12,7 +12,7 @@
 //	allotctl nodes [-o json]
 //	allotctl enis [--node i-...] [-o json]
 //	allotctl status [-o json]
-//	allotctl check [--stale-after 10m] [--agents host:port,...] [-o json]
+//	allotctl check [--stale-after 10m] [--agents host:port,...] [--repair [--dry-run=false]] [-o json]
 //	allotctl support-bundle [--agents host:port,...] [--out file.tar.gz]
 //
 // Errors print the broker's message and exit 1; usage errors exit 2;

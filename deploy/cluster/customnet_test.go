@@ -42,12 +42,19 @@ func TestCustomNetworkingLayoutIsTheShippedScenario(t *testing.T) {
 // nothing leaked after DEL, `allotctl check` clean); while the pods run,
 // the test asks the EC2 API itself where their addresses are: inside the
 // zone's pod subnets of 100.64.0.0/16, never the node's subnet, on ENIs
-// allot created there with the pod network's security groups.
+// allot created there with the pod network's security groups. It runs in
+// both address modes: /28 prefixes come from the pod subnets too.
 func TestCustomNetworkingDemo(t *testing.T) {
+	for _, mode := range []string{ModeSecondaryIP, ModePrefix} {
+		t.Run(mode, func(t *testing.T) { customNetworkingDemo(t, mode) })
+	}
+}
+
+func customNetworkingDemo(t *testing.T, mode string) {
 	requireCluster(t)
 	t0 := time.Now()
 	cfg := DemoConfig{Cluster: testConfig(t, 2), PodsPerNode: 3, SettleTimeout: time.Minute}
-	cfg.Cluster.CustomNetworking = true
+	cfg.Cluster.CustomNetworking, cfg.Cluster.Mode = true, mode
 	peakSeen := false
 	cfg.AtPeak = func(ctx context.Context, c *Cluster, pods []*Pod) {
 		peakSeen = true
@@ -118,6 +125,11 @@ func requirePodSubnets(t *testing.T, ctx context.Context, c *Cluster, pods []*Po
 		for _, e := range enis {
 			for _, a := range e.Addresses {
 				holder[a] = e
+			}
+			for _, pfx := range e.Prefixes {
+				for a, p := netip.MustParsePrefix(pfx).Addr(), netip.MustParsePrefix(pfx); p.Contains(a); a = a.Next() {
+					holder[a.String()] = e
+				}
 			}
 			if e.Tags[ec2client.TagCluster] != c.Prefix {
 				continue // the primary ENI, the instance's own

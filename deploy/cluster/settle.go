@@ -108,6 +108,9 @@ func (c *Cluster) IdleFindings(ctx context.Context) []string {
 	add := func(f string, a ...any) { out = append(out, fmt.Sprintf(f, a...)) }
 	typ, _ := c.Sim.World().InstanceType(c.cfg.InstanceType)
 	maxAddrs, maxENIs := c.cfg.Warm.allowedIdle(c.cfg.Mode, typ.IPv4PerENI)
+	if c.cfg.CustomNetworking {
+		maxENIs++ // the primary ENI holds no pod address: the warm ones sit on ENIs beside it
+	}
 	ec2 := c.EC2Footprint()
 	for _, n := range c.liveNodes() {
 		f := ec2[n.InstanceID]

@@ -26,9 +26,6 @@ type Reads interface {
 	// Follow keeps the engine's view of the records current (a full
 	// read, then an etcd watch's changes).
 	Follow(ctx context.Context) *store.Follower
-	// LastWrite is the revision of the store's latest write: the view
-	// holds everything the engine wrote once it has reached it.
-	LastWrite() int64
 }
 
 // Intents is the write-ahead record of EC2 calls: an intent (reserving

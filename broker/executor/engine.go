@@ -179,6 +179,9 @@ type Engine struct {
 	// (Run's goroutine alone uses them).
 	view    *view
 	updates <-chan store.FollowUpdate
+	// written is the revision of the engine's own latest write: a round
+	// waits for the view to reach it (not other writers' later ones).
+	written store.WriteMark
 
 	mu    sync.Mutex
 	stats Stats
@@ -210,7 +213,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	if e.cfg.Cluster == "" || e.cfg.Store == nil || e.ec2 == nil {
 		return fmt.Errorf("executor: config needs Cluster, Store and EC2")
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
+	ctx, cancel := context.WithCancelCause(store.WithWriteMark(ctx, &e.written))
 	defer cancel(nil)
 	rs := newRunState(cancel)
 	e.unmet.startRun()

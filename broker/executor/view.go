@@ -202,12 +202,14 @@ func (e *Engine) current(ctx context.Context, fullIntents bool) (*snapshot, erro
 }
 
 // caughtUp applies the follower's updates until the view holds the
-// store's latest write, for catchUpWait at most.
+// engine's own latest write, for catchUpWait at most. Other writers' are
+// not waited for: the view may be as old as a full read started a moment
+// earlier would be, never older than what the engine did.
 func (e *Engine) caughtUp(ctx context.Context) bool {
 	if e.view == nil {
 		return false
 	}
-	need := e.st.LastWrite()
+	need := e.written.Rev()
 	if e.view.live && e.view.rev >= need {
 		return true
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
@@ -20,9 +21,6 @@ type Store struct {
 	mu     sync.Mutex
 	writes map[string]int64
 	live   liveness // see KeepAlive
-	// lastWrite is the revision of this Store's latest committed write
-	// transaction under the prefix.
-	lastWrite int64
 }
 
 // Open uses an existing client; keys live under "/allot/v1/<cluster>/".
@@ -69,20 +67,32 @@ func (s *Store) Writes() map[string]int64 {
 	return out
 }
 
-// LastWrite returns the etcd revision of this Store's latest committed
-// write under the cluster prefix (0 before the first). A reader following
-// the prefix (Follow) that has reached it sees every write made through
-// this Store so far.
-func (s *Store) LastWrite() int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.lastWrite
+// WriteMark holds the revision of the latest write made with a context
+// that carries it (WithWriteMark): one writer's own last write. A reader
+// following the prefix (Follow) that has reached it sees every write that
+// writer made so far.
+type WriteMark struct{ rev atomic.Int64 }
+
+// Rev returns the revision of the latest write marked (0 before one).
+func (m *WriteMark) Rev() int64 { return m.rev.Load() }
+
+type writeMarkKey struct{}
+
+// WithWriteMark makes every write committed with ctx (or a context made
+// from it) raise m to its revision.
+func WithWriteMark(ctx context.Context, m *WriteMark) context.Context {
+	return context.WithValue(ctx, writeMarkKey{}, m)
 }
 
-func (s *Store) noteWrite(rev int64) {
-	s.mu.Lock()
-	s.lastWrite = max(s.lastWrite, rev)
-	s.mu.Unlock()
+func (s *Store) noteWrite(ctx context.Context, rev int64) {
+	if m, ok := ctx.Value(writeMarkKey{}).(*WriteMark); ok {
+		for {
+			cur := m.rev.Load()
+			if cur >= rev || m.rev.CompareAndSwap(cur, rev) {
+				break
+			}
+		}
+	}
 }
 
 func (s *Store) countWrite(method string) {

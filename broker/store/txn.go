@@ -217,7 +217,7 @@ func (s *Store) update(ctx context.Context, method string, keys, ranges []string
 			return 0, fmt.Errorf("etcd txn (%s): %w", method, err)
 		}
 		if resp.Succeeded {
-			s.noteWrite(resp.Header.Revision)
+			s.noteWrite(ctx, resp.Header.Revision)
 			return resp.Header.Revision, nil
 		}
 		if fenced && !fence.held(resp.Responses[len(resp.Responses)-1]) {

@@ -71,6 +71,13 @@ func TestMakeInvariants(t *testing.T) {
 }
 
 func checkPlan(nodes []Node, budgets Budgets, plan Plan) error {
+	return checkPlanOf(nodes, budgets, plan, FewestCalls)
+}
+
+// checkPlanOf is checkPlan for a plan made under policy: under
+// TimeOptimal a new ENI may come before existing ENIs are full, but each
+// met node's calls must be one of its shapes.
+func checkPlanOf(nodes []Node, budgets Budgets, plan Plan, policy Policy) error {
 	spent := map[string]int64{}
 	for _, a := range plan.Actions {
 		spent[a.SubnetID] += a.Cost()
@@ -160,7 +167,10 @@ func checkPlan(nodes []Node, budgets Budgets, plan Plan) error {
 		if creates > 0 && enis > maxENIs(&n) {
 			return fmt.Errorf("%s: %d ENIs, limit %d", n.InstanceID, enis, maxENIs(&n))
 		}
-		if creates > 0 {
+		if policy == TimeOptimal && ample(budgets) && len(plan.Unmet) == 0 && !hasShape(Shapes(n), Shape{len(assigned), creates}) {
+			return fmt.Errorf("%s: %d assigns and %d new ENIs, not one of its shapes %v", n.InstanceID, len(assigned), creates, Shapes(n))
+		}
+		if creates > 0 && policy == FewestCalls {
 			for _, e := range n.ENIs {
 				free := n.Limits.IPv4PerENI - e.Slots() - assigned[e.ID]
 				if free > 0 && budgets[e.SubnetID]-spent[e.SubnetID] >= int64(unit) {
@@ -182,6 +192,69 @@ func checkPlan(nodes []Node, budgets Budgets, plan Plan) error {
 		}
 	}
 	return nil
+}
+
+// ample reports whether no budget can have cut a node's plan short.
+func ample(b Budgets) bool {
+	for _, s := range []string{"subnet-a", "subnet-b", "subnet-c"} {
+		if b[s] < 1<<20 {
+			return false
+		}
+	}
+	return true
+}
+
+func hasShape(shapes []Shape, s Shape) bool {
+	for _, x := range shapes {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// randomBuckets are buckets in any state: full, drained, with calls
+// waiting on credit or queued, so that TimeOptimal has reason to move.
+func randomBuckets(r *rand.Rand) Buckets {
+	b := func() Bucket {
+		return Bucket{Tokens: float64(r.Intn(60) - 20), Refill: float64(1 + r.Intn(10)), Queued: r.Intn(40)}
+	}
+	return Buckets{Assign: b(), Create: b(), Attach: b(), Modify: b()}
+}
+
+// TestMakeTimeOptimalInvariants is TestMakeInvariants under TimeOptimal,
+// with buckets in random states.
+func TestMakeTimeOptimalInvariants(t *testing.T) {
+	r := rand.New(rand.NewSource(17))
+	moved := 0
+	for iter := 0; iter < 300; iter++ {
+		nodes, budgets := randomCluster(r, 1+r.Intn(12))
+		if iter%2 == 0 {
+			for _, s := range []string{"subnet-a", "subnet-b", "subnet-c"} {
+				budgets[s] = 1 << 20
+			}
+		}
+		opt := Options{Policy: TimeOptimal, Buckets: randomBuckets(r)}
+		plan := MakeWith(nodes, budgets, opt)
+		if err := checkPlanOf(nodes, budgets, plan, TimeOptimal); err != nil {
+			t.Fatalf("iteration %d: %v\nplan: %s\nunmet: %v", iter, err, fmtActions(plan.Actions), plan.Unmet)
+		}
+		if !reflect.DeepEqual(plan, Make(nodes, budgets)) {
+			moved++
+		}
+		for i := range nodes {
+			nodes[i].InstanceID = fmt.Sprintf("i-%02d", i)
+		}
+		want := MakeWith(nodes, budgets, opt)
+		r.Shuffle(len(nodes), func(i, j int) { nodes[i], nodes[j] = nodes[j], nodes[i] })
+		if got := MakeWith(nodes, budgets, opt); !reflect.DeepEqual(got, want) {
+			t.Fatalf("iteration %d: plan depends on input order:\n%s\nvs%s", iter, fmtActions(got.Actions), fmtActions(want.Actions))
+		}
+	}
+	if moved < 30 {
+		t.Errorf("only %d of 300 random clusters planned differently from FewestCalls: the test does not exercise TimeOptimal", moved)
+	}
+	t.Logf("%d of 300 plans differ from FewestCalls", moved)
 }
 
 // TestMakeDeterministic: the order nodes come in changes nothing.

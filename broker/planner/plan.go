@@ -7,7 +7,13 @@ import (
 )
 
 // Make plans the fewest EC2 calls that cover the nodes' demand within the
-// subnet budgets.
+// subnet budgets: MakeWith under FewestCalls.
+func Make(nodes []Node, budgets Budgets) Plan {
+	return MakeWith(nodes, budgets, Options{Policy: FewestCalls})
+}
+
+// MakeWith plans the EC2 calls that cover the nodes' demand within the
+// subnet budgets, under the options' policy.
 //
 // Each node's demand (Pending and WarmShortfall, minus InFlight; in prefix
 // mode rounded up to whole /28 prefixes) is handed out one slot (a secondary
@@ -23,10 +29,14 @@ import (
 // also pays for the ENI's primary address); a slot no budget can pay for is
 // not planned and the node's remainder is reported in Unmet.
 //
-// Make is pure and deterministic: the same nodes in any order and the same
-// budgets give the same plan. It changes neither its arguments nor anything
-// they point to.
-func Make(nodes []Node, budgets Budgets) Plan {
+// Under TimeOptimal a node's targets are reordered before the rounds: the
+// new ENIs chooseShapes gave it come first, then its existing ENIs, so its
+// slots land in the shape chosen for it.
+//
+// MakeWith is pure and deterministic: the same nodes in any order and the
+// same budgets and options give the same plan. It changes neither its
+// arguments nor anything they point to.
+func MakeWith(nodes []Node, budgets Budgets, opt Options) Plan {
 	p := &planning{budget: make(map[string]int64, len(budgets))}
 	for s, b := range budgets {
 		p.budget[s] = b
@@ -36,6 +46,12 @@ func Make(nodes []Node, budgets Budgets) Plan {
 		states[i] = newNodeState(&nodes[i], i)
 	}
 	sort.Slice(states, func(i, j int) bool { return states[i].less(states[j]) })
+	if opt.Policy == TimeOptimal && opt.Buckets.known() {
+		chooseShapes(states, opt.Buckets)
+		for _, s := range states {
+			putNewFirst(s)
+		}
+	}
 
 	p.round(states, true)
 	p.round(states, false)
@@ -84,7 +100,10 @@ type nodeState struct {
 	granted                 int // slots granted so far
 	targets                 []*target
 	roomForENI              bool
-	blocked                 Reason // why the node can take no more; 0 if it can
+	// creates is how many new ENIs TimeOptimal fills before the node's
+	// existing ENIs.
+	creates int
+	blocked Reason // why the node can take no more; 0 if it can
 }
 
 func newNodeState(n *Node, idx int) *nodeState {

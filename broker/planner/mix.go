@@ -1,0 +1,161 @@
+package planner
+
+import (
+	"container/heap"
+	"slices"
+)
+
+// Shape is one way to meet a node's whole demand: Assigns ENIs it has each
+// filled by one AssignPrivateIpAddresses, and Creates new ENIs each created
+// already filled (then attached and modified).
+type Shape struct {
+	Assigns, Creates int
+}
+
+// Shapes lists the ways to meet node n's whole demand (Pending and
+// WarmShortfall less InFlight, in slots) that no other way beats in both
+// counts, fewest Creates first; the first is what FewestCalls chooses up to
+// which existing ENIs it fills. For k new ENIs the fewest Assigns are the
+// existing ENIs with the most free slots that hold the rest. A node whose
+// demand can't be met in full (the node or its ENI set is full) has one
+// shape: every existing ENI with room and every new ENI it may get. A node
+// with no demand has the shape {0, 0}.
+func Shapes(n Node) []Shape {
+	return shapesOf(newNodeState(&n, 0))
+}
+
+func shapesOf(s *nodeState) []Shape {
+	var free []int // existing ENIs' free slots, most first (buildTargets)
+	newCap, room := 0, 0
+	for _, t := range s.targets {
+		if t.isNew {
+			room++
+			newCap = t.capacity
+		} else {
+			free = append(free, t.capacity)
+		}
+	}
+	var out []Shape
+	for k := 0; k <= room; k++ {
+		rest := s.totalSlots - k*newCap
+		a, held := 0, 0
+		for a < len(free) && held < rest {
+			held += free[a]
+			a++
+		}
+		if held < rest || len(out) > 0 && a >= out[len(out)-1].Assigns {
+			continue
+		}
+		out = append(out, Shape{Assigns: a, Creates: k})
+		if a == 0 {
+			break
+		}
+	}
+	if len(out) == 0 {
+		out = []Shape{{Assigns: len(free), Creates: room}}
+	}
+	return out
+}
+
+// chooseShapes picks, for every node, how many new ENIs its demand goes to
+// first (nodeState.creates), so that the Assign bucket and the new ENIs'
+// buckets finish together.
+//
+// Every node starts at its shape with the fewest Creates. While the Assigns
+// would finish later than the new ENIs, the move that saves the most
+// Assigns per new ENI (ties: fewer new ENIs, then InstanceID) takes one node
+// to its next shape, if that brings the end of the whole demand earlier; a
+// move that doesn't is dropped. With nodes whose moves all trade alike (the
+// same Assigns for the same new ENIs, as in a burst over one instance type)
+// this finds the best mix; otherwise it is a greedy approximation of it.
+func chooseShapes(states []*nodeState, b Buckets) {
+	shapes := make([][]Shape, len(states))
+	at := make([]int, len(states))
+	q := &moveQueue{}
+	assigns, creates := 0, 0
+	for i, s := range states {
+		shapes[i] = shapesOf(s)
+		assigns += shapes[i][0].Assigns
+		creates += shapes[i][0].Creates
+		s.creates = shapes[i][0].Creates
+		if len(shapes[i]) > 1 {
+			q.items = append(q.items, newMove(i, s, shapes[i][0], shapes[i][1]))
+		}
+	}
+	heap.Init(q)
+	for q.Len() > 0 {
+		end := b.assignsDone(assigns)
+		if end <= b.createsDone(creates) {
+			return
+		}
+		m := heap.Pop(q).(move)
+		a, c := assigns-m.saves, creates+m.costs
+		if max(b.assignsDone(a), b.createsDone(c)) >= end {
+			continue
+		}
+		assigns, creates = a, c
+		at[m.node]++
+		s := states[m.node]
+		s.creates = shapes[m.node][at[m.node]].Creates
+		if next := at[m.node] + 1; next < len(shapes[m.node]) {
+			heap.Push(q, newMove(m.node, s, shapes[m.node][at[m.node]], shapes[m.node][next]))
+		}
+	}
+}
+
+// putNewFirst reorders a node's targets so its first s.creates new ENIs
+// are filled before its existing ENIs (most free first), and any further
+// new ENIs after them.
+func putNewFirst(s *nodeState) {
+	if s.creates <= 0 {
+		return
+	}
+	var fresh, old []*target
+	for _, t := range s.targets {
+		if t.isNew {
+			fresh = append(fresh, t)
+		} else {
+			old = append(old, t)
+		}
+	}
+	k := min(s.creates, len(fresh))
+	s.targets = slices.Concat(fresh[:k], old, fresh[k:])
+}
+
+// move takes one node from one shape to the next.
+type move struct {
+	node         int
+	id           string
+	saves, costs int // Assigns saved, new ENIs added
+}
+
+func newMove(i int, s *nodeState, from, to Shape) move {
+	return move{node: i, id: s.node.InstanceID, saves: from.Assigns - to.Assigns, costs: to.Creates - from.Creates}
+}
+
+// moveQueue is a max-heap of moves by Assigns saved per new ENI.
+type moveQueue struct{ items []move }
+
+func (q *moveQueue) Len() int { return len(q.items) }
+func (q *moveQueue) Less(i, j int) bool {
+	a, b := q.items[i], q.items[j]
+	// a.saves/a.costs > b.saves/b.costs, in integers.
+	if l, r := a.saves*b.costs, b.saves*a.costs; l != r {
+		return l > r
+	}
+	if a.costs != b.costs {
+		return a.costs < b.costs
+	}
+	if a.id != b.id {
+		return a.id < b.id
+	}
+	return a.node < b.node
+}
+func (q *moveQueue) Swap(i, j int) { q.items[i], q.items[j] = q.items[j], q.items[i] }
+func (q *moveQueue) Push(x any)    { q.items = append(q.items, x.(move)) }
+func (q *moveQueue) Pop() any {
+	n := len(q.items)
+	x := q.items[n-1]
+	q.items = q.items[:n-1]
+	return x
+}

@@ -1,0 +1,108 @@
+package planner
+
+import (
+	"fmt"
+	"math"
+)
+
+// Policy says what a plan makes least when a node's demand can be met in
+// more than one way: by filling the ENIs it has (one
+// AssignPrivateIpAddresses each) or by creating new ENIs already filled
+// (CreateNetworkInterface, AttachNetworkInterface and
+// ModifyNetworkInterfaceAttribute each). The two ways draw on different EC2
+// token buckets.
+type Policy int
+
+const (
+	// TimeOptimal chooses, node by node, between filling existing ENIs and
+	// creating new ones so that the Assign bucket and the buckets of a new
+	// ENI's calls drain together and the demand is met as early as the
+	// buckets allow. It may spend more calls than FewestCalls: a node that
+	// one Assign could serve may get a new ENI (three calls) instead.
+	TimeOptimal Policy = iota + 1
+	// FewestCalls fills the ENIs a node has first and creates ENIs only for
+	// what they cannot hold: the fewest calls, one bucket at a time.
+	FewestCalls
+)
+
+func (p Policy) String() string {
+	switch p {
+	case TimeOptimal:
+		return "time-optimal"
+	case FewestCalls:
+		return "fewest-calls"
+	}
+	return fmt.Sprintf("policy(%d)", int(p))
+}
+
+// ParsePolicy parses a policy as String spells it.
+func ParsePolicy(s string) (Policy, error) {
+	switch s {
+	case "time-optimal":
+		return TimeOptimal, nil
+	case "fewest-calls":
+		return FewestCalls, nil
+	}
+	return 0, fmt.Errorf("unknown plan policy %q (want time-optimal or fewest-calls)", s)
+}
+
+// Bucket is one EC2 token bucket as the planner sees it when it plans.
+type Bucket struct {
+	// Tokens is what the bucket holds now; negative while calls already
+	// wait for tokens on credit.
+	Tokens float64
+	// Refill is tokens per second; the planner only compares times, so any
+	// time scale does as long as every bucket uses the same.
+	Refill float64
+	// Queued is the calls already committed to the bucket that have not
+	// yet asked it for a token (actions planned and not yet started, and
+	// the later calls of new ENIs under way).
+	Queued int
+}
+
+// done returns when the last of n more calls could go out of b: the calls
+// up to its tokens at once, the rest at its refill rate. With n = 0 it is
+// when the calls already committed are out.
+func (b Bucket) done(n int) float64 {
+	need := float64(b.Queued+n) - b.Tokens
+	switch {
+	case need <= 0:
+		return 0
+	case b.Refill <= 0:
+		return math.Inf(1)
+	}
+	return need / b.Refill
+}
+
+// Buckets are the EC2 buckets a plan's calls draw from: Assign for
+// AssignPrivateIpAddresses; Create, Attach and Modify for the three calls of
+// a new ENI (Attach is the bucket AttachNetworkInterface shares with
+// DetachNetworkInterface).
+type Buckets struct {
+	Assign, Create, Attach, Modify Bucket
+}
+
+// known reports whether every bucket refills, which TimeOptimal needs.
+func (b Buckets) known() bool {
+	return b.Assign.Refill > 0 && b.Create.Refill > 0 && b.Attach.Refill > 0 && b.Modify.Refill > 0
+}
+
+// assignsDone is when a more Assigns could be out.
+func (b Buckets) assignsDone(a int) float64 { return b.Assign.done(a) }
+
+// createsDone is when c more new ENIs could be created, attached and
+// modified: each of the three buckets must pass c calls, and the k-th
+// call of one can go no earlier than the k-th of the one before, so the
+// slowest decides.
+func (b Buckets) createsDone(c int) float64 {
+	return max(b.Create.done(c), b.Attach.done(c), b.Modify.done(c))
+}
+
+// Options are how Make plans.
+type Options struct {
+	// Policy is FewestCalls when zero.
+	Policy Policy
+	// Buckets are the buckets' state for TimeOptimal. When a bucket's
+	// Refill is unknown (zero), TimeOptimal plans as FewestCalls.
+	Buckets Buckets
+}

@@ -17,8 +17,9 @@ var errWait = errors.New("waiting for EC2")
 
 // createAttach carries out a CreateAttach action: Create (pre-filled,
 // tagged, ClientToken = intent ID), Attach at the planned device index, and
-// DeleteOnTermination, each behind its own intent.
-func (e *Engine) createAttach(ctx context.Context, rs *runState, a planner.Action, n store.Node, begun func()) error {
+// DeleteOnTermination, each behind its own intent. attaching is called as
+// the Attach is about to ask for its token.
+func (e *Engine) createAttach(ctx context.Context, rs *runState, a planner.Action, n store.Node, begun, attaching func()) error {
 	id := NewIntentID(ExecutorIntentPrefix)
 	in, err := e.begin(ctx, rs, store.Intent{
 		ID: id, Kind: store.IntentCreate, InstanceID: a.InstanceID, SubnetID: a.SubnetID,
@@ -43,6 +44,7 @@ func (e *Engine) createAttach(ctx context.Context, rs *runState, a planner.Actio
 		return fmt.Errorf("record created ENI %s: %w", info.ID, err)
 	}
 	e.deliver(rs, a.InstanceID, rec.ID, podAddresses(rec), now)
+	attaching()
 	return e.attach(ctx, rs, rec)
 }
 

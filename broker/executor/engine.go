@@ -16,6 +16,7 @@ import (
 
 	"github.com/allotnet/allot/broker/clock"
 	"github.com/allotnet/allot/broker/instances"
+	"github.com/allotnet/allot/broker/planner"
 	"github.com/allotnet/allot/broker/store"
 )
 
@@ -50,6 +51,10 @@ type Config struct {
 	// have a token for it within this long; the rest of the demand waits to
 	// be planned as it stands then. Default 2s.
 	Lookahead time.Duration
+	// PlanPolicy is what the planner makes least when a node's demand can
+	// be met either way, calls or time (planner.Policy). Default
+	// planner.TimeOptimal.
+	PlanPolicy planner.Policy
 	// FailureBackoff is how long a node is left alone after one of its
 	// actions failed; it doubles per consecutive failure up to 16x.
 	// Default 2s.
@@ -115,6 +120,9 @@ func (c *Config) defaults() {
 	c.Gather = min(c.Gather, c.GatherMax)
 	if c.Lookahead <= 0 {
 		c.Lookahead = DefaultLookahead
+	}
+	if c.PlanPolicy == 0 {
+		c.PlanPolicy = planner.TimeOptimal
 	}
 	if c.FailureBackoff <= 0 {
 		c.FailureBackoff = DefaultFailureBackoff

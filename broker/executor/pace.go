@@ -67,3 +67,34 @@ func (e *Engine) admit(rs *runState, actions []planner.Action) ([]planner.Action
 	}
 	return out, retry
 }
+
+// buckets is the planner's view of the buckets its actions draw from: each
+// one's tokens now (negative while calls wait for one on credit) and the
+// calls committed to it that have not yet asked: admitted actions not yet
+// started, and the Attach and Modify of every new ENI queued or under way
+// that has not reached its Attach. Against an EC2 client that shows no
+// limiter, EC2's own table with full buckets.
+func (e *Engine) buckets(rs *runState) planner.Buckets {
+	var lim *ratelimit.Limiter
+	if src, ok := e.ec2.(limited); ok {
+		lim = src.Limiter()
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	bucket := func(action string, queued int) planner.Bucket {
+		c := ratelimit.ClassOf(action, true)
+		if lim == nil {
+			b := ratelimit.BucketOf(c)
+			return planner.Bucket{Tokens: float64(b.Size), Refill: b.Refill, Queued: queued}
+		}
+		return planner.Bucket{Tokens: lim.Tokens(c), Refill: lim.Bucket(c).Refill, Queued: queued}
+	}
+	create := ratelimit.ClassOf(planner.CallCreate, true)
+	assign := ratelimit.ClassOf(planner.CallAssign, true)
+	return planner.Buckets{
+		Assign: bucket(planner.CallAssign, rs.unstarted[assign]),
+		Create: bucket(planner.CallCreate, rs.unstarted[create]),
+		Attach: bucket(planner.CallAttach, rs.attaching),
+		Modify: bucket(planner.CallModify, rs.attaching),
+	}
+}

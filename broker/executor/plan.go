@@ -28,7 +28,7 @@ func (e *Engine) plan(rs *runState, snap *snapshot, queued map[string]int64, fre
 	for id, sn := range snap.subnets {
 		budgets[id] = max(sn.Available()-queued[id], 0)
 	}
-	p := planner.Make(nodes, budgets)
+	p := planner.MakeWith(nodes, budgets, planner.Options{Policy: e.cfg.PlanPolicy, Buckets: e.buckets(rs)})
 	for _, pn := range nodes {
 		sf, ok := p.Unmet[pn.InstanceID]
 		if !ok {
@@ -103,9 +103,11 @@ func (e *Engine) queueActions(rs *runState, snap *snapshot, actions []planner.Ac
 		switch a.Kind {
 		case planner.CreateAttach:
 			begun := rs.queue(a.SubnetID, a.Cost(), firstClass(a))
+			attaching := rs.chain()
 			rs.scheduleFor(a.InstanceID, kindCreateAttach, a.Urgent, tp, func(ctx context.Context) error {
 				defer begun()
-				return e.createAttach(ctx, rs, a, n, begun)
+				defer attaching()
+				return e.createAttach(ctx, rs, a, n, begun, attaching)
 			})
 		case planner.Assign:
 			eni := snap.enis[a.ENIID]

@@ -39,6 +39,9 @@ type runState struct {
 	// unstarted counts admitted actions whose first call has not yet
 	// asked its bucket for a token, by that bucket.
 	unstarted map[ratelimit.Class]int
+	// attaching counts queued CreateAttach actions whose Attach has not yet
+	// asked its bucket for a token (their Modify comes after it).
+	attaching int
 	// wanting is when each node was first seen wanting addresses since it
 	// last wanted none (only the round goroutine touches it).
 	wanting map[string]time.Time
@@ -209,6 +212,23 @@ func (rs *runState) queue(subnet string, cost int64, class ratelimit.Class) func
 				rs.unstarted[class]--
 			}
 		}
+	}
+}
+
+// chain counts a queued CreateAttach action as one Attach (and one Modify)
+// still to come; the returned func, called once the action's Attach is
+// about to ask for its token (or the action ended before it), takes it off.
+func (rs *runState) chain() func() {
+	rs.mu.Lock()
+	rs.attaching++
+	rs.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			rs.mu.Lock()
+			rs.attaching--
+			rs.mu.Unlock()
+		})
 	}
 }
 

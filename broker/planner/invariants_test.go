@@ -76,7 +76,7 @@ func checkPlan(nodes []Node, budgets Budgets, plan Plan) error {
 
 // checkPlanOf is checkPlan for a plan made under policy: under
 // TimeOptimal a new ENI may come before existing ENIs are full, but each
-// met node's calls must be one of its shapes.
+// met node's calls must be one of its shapes or FewestCalls' for it.
 func checkPlanOf(nodes []Node, budgets Budgets, plan Plan, policy Policy) error {
 	spent := map[string]int64{}
 	for _, a := range plan.Actions {
@@ -167,7 +167,8 @@ func checkPlanOf(nodes []Node, budgets Budgets, plan Plan, policy Policy) error 
 		if creates > 0 && enis > maxENIs(&n) {
 			return fmt.Errorf("%s: %d ENIs, limit %d", n.InstanceID, enis, maxENIs(&n))
 		}
-		if policy == TimeOptimal && ample(budgets) && len(plan.Unmet) == 0 && !hasShape(Shapes(n), Shape{len(assigned), creates}) {
+		if policy == TimeOptimal && ample(budgets) && len(plan.Unmet) == 0 &&
+			!hasShape(append(Shapes(n), fewestShape(n)), Shape{len(assigned), creates}) {
 			return fmt.Errorf("%s: %d assigns and %d new ENIs, not one of its shapes %v", n.InstanceID, len(assigned), creates, Shapes(n))
 		}
 		if creates > 0 && policy == FewestCalls {
@@ -202,6 +203,19 @@ func ample(b Budgets) bool {
 		}
 	}
 	return true
+}
+
+// fewestShape is the Assigns and new ENIs of FewestCalls' plan for n alone.
+func fewestShape(n Node) Shape {
+	var s Shape
+	for _, a := range Make([]Node{n}, Budgets{"subnet-a": 1 << 20, "subnet-b": 1 << 20, "subnet-c": 1 << 20}).Actions {
+		if a.Kind == Assign {
+			s.Assigns++
+		} else {
+			s.Creates++
+		}
+	}
+	return s
 }
 
 func hasShape(shapes []Shape, s Shape) bool {

@@ -59,7 +59,8 @@ func shapesOf(s *nodeState) []Shape {
 
 // chooseShapes picks, for every node, how many new ENIs its demand goes to
 // first (nodeState.creates), so that the Assign bucket and the new ENIs'
-// buckets finish together.
+// buckets finish together. A node it does not move keeps creates 0, and
+// with it FewestCalls' order.
 //
 // Every node starts at its shape with the fewest Creates. While the Assigns
 // would finish later than the new ENIs, the move that saves the most
@@ -77,7 +78,6 @@ func chooseShapes(states []*nodeState, b Buckets) {
 		shapes[i] = shapesOf(s)
 		assigns += shapes[i][0].Assigns
 		creates += shapes[i][0].Creates
-		s.creates = shapes[i][0].Creates
 		if len(shapes[i]) > 1 {
 			q.items = append(q.items, newMove(i, s, shapes[i][0], shapes[i][1]))
 		}

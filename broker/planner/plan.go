@@ -29,9 +29,10 @@ func Make(nodes []Node, budgets Budgets) Plan {
 // also pays for the ENI's primary address); a slot no budget can pay for is
 // not planned and the node's remainder is reported in Unmet.
 //
-// Under TimeOptimal a node's targets are reordered before the rounds: the
-// new ENIs chooseShapes gave it come first, then its existing ENIs, so its
-// slots land in the shape chosen for it.
+// Under TimeOptimal the targets of a node that chooseShapes moved to a
+// shape with more new ENIs are reordered before the rounds: those new ENIs
+// come first, then its existing ENIs, so its slots land in that shape.
+// Every other node is planned as under FewestCalls.
 //
 // MakeWith is pure and deterministic: the same nodes in any order and the
 // same budgets and options give the same plan. It changes neither its

@@ -11,6 +11,7 @@ import (
 
 	"github.com/allotnet/allot/broker/executor"
 	"github.com/allotnet/allot/broker/leader"
+	"github.com/allotnet/allot/broker/planner"
 	"github.com/allotnet/allot/broker/subnets"
 	"github.com/allotnet/allot/internal/buildinfo"
 	"github.com/allotnet/allot/internal/logfmt"
@@ -47,6 +48,9 @@ type config struct {
 	// gather and gatherMax are the engine's wait for a node's demand to
 	// settle (executor.Config.Gather, GatherMax).
 	gather, gatherMax time.Duration
+	// planPolicy is what the planner makes least, EC2 calls or time
+	// (executor.Config.PlanPolicy).
+	planPolicy planner.Policy
 
 	electionTTL     time.Duration
 	nodeTTL         time.Duration
@@ -117,6 +121,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Float64Var(&c.timeScale, hiddenTimeScale, 1, "simulated seconds per real second, matching awssim's --time-scale")
 	fs.DurationVar(&c.gather, "gather", executor.DefaultGather, "how long a node's demand must stay unchanged before it is planned, so pods arriving together cost one EC2 call")
 	fs.DurationVar(&c.gatherMax, "gather-max", executor.DefaultGatherMax, "longest wait for a node's demand to settle before it is planned anyway")
+	policy := fs.String("plan-policy", planner.TimeOptimal.String(), "what plans make least when a node's demand can be met either way: "+
+		"time-optimal (fill existing ENIs and create new ones filled, so every EC2 bucket works at once: the burst ends sooner, for more calls) "+
+		"or fewest-calls (fill existing ENIs first)")
 	fs.DurationVar(&c.electionTTL, "election-ttl", leader.DefaultTTL, "leader session TTL: how long a dead leader keeps the lead (a standby's first EC2 call comes within about twice this)")
 	fs.DurationVar(&c.nodeTTL, "node-ttl", 30*time.Second, "how long a node counts as alive after its last heartbeat")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight calls may run after SIGTERM")
@@ -136,6 +143,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		}
 	}
 	var err error
+	if c.planPolicy, err = planner.ParsePolicy(*policy); err != nil {
+		return c, fmt.Errorf("--plan-policy: %w", err)
+	}
 	if c.log, err = logFlags.Parse(); err != nil {
 		return c, err
 	}

@@ -6,6 +6,8 @@ import (
 	"flag"
 	"strings"
 	"testing"
+
+	"github.com/allotnet/allot/broker/planner"
 )
 
 // TestTimeScaleHiddenButAccepted: --time-scale serves only a simulator, so
@@ -52,5 +54,22 @@ func TestSecureByDefault(t *testing.T) {
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("%v: %v, want %q", tc.args, err, tc.want)
 		}
+	}
+}
+
+// TestPlanPolicyFlag: time-optimal by default, fewest-calls on request, and
+// anything else refused with the choices named.
+func TestPlanPolicyFlag(t *testing.T) {
+	c, err := parseFlags([]string{"--" + insecureFlag}, &bytes.Buffer{})
+	if err != nil || c.planPolicy != planner.TimeOptimal {
+		t.Errorf("default: %v, policy %v; want time-optimal", err, c.planPolicy)
+	}
+	c, err = parseFlags([]string{"--" + insecureFlag, "--plan-policy", "fewest-calls"}, &bytes.Buffer{})
+	if err != nil || c.planPolicy != planner.FewestCalls {
+		t.Errorf("--plan-policy fewest-calls: %v, policy %v", err, c.planPolicy)
+	}
+	_, err = parseFlags([]string{"--" + insecureFlag, "--plan-policy", "fastest"}, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "time-optimal or fewest-calls") {
+		t.Errorf("--plan-policy fastest: %v, want the choices named", err)
 	}
 }

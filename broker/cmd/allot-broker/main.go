@@ -107,7 +107,7 @@ func brokerConfig(ctx context.Context, cfg config, log *slog.Logger) (brokerd.Co
 		EC2: brokerd.EC2Config{
 			Region: cfg.ec2Region, Endpoint: cfg.ec2Endpoint, BucketShare: cfg.bucketShare,
 		},
-		Engine:          executor.Config{Gather: cfg.gather, GatherMax: cfg.gatherMax},
+		Engine:          executor.Config{Gather: cfg.gather, GatherMax: cfg.gatherMax, PlanPolicy: cfg.planPolicy},
 		PodSubnets:      cfg.podSubnets,
 		ElectionTTL:     cfg.electionTTL,
 		NodeTTL:         cfg.nodeTTL,

@@ -41,6 +41,9 @@ type BrokerConfig struct {
 	Share float64
 	// TimeScale is simulated seconds per real second.
 	TimeScale float64
+	// PlanPolicy is the engine's planner.Policy by name (allot-broker's
+	// --plan-policy); empty keeps the engine's default.
+	PlanPolicy string
 	// Fsync makes etcd sync its WAL as in production; off is faster and
 	// loses data on a crash, which a benchmark doesn't mind.
 	Fsync bool
@@ -65,6 +68,7 @@ func (c *BrokerConfig) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.EC2Endpoint, "ec2-endpoint", c.EC2Endpoint, "awssim EC2 endpoint")
 	fs.Float64Var(&c.Share, "bucket-share", c.Share, "fraction (0,1] of each EC2 bucket the broker may use")
 	fs.Float64Var(&c.TimeScale, "time-scale", c.TimeScale, "simulated seconds per real second")
+	fs.StringVar(&c.PlanPolicy, "plan-policy", c.PlanPolicy, "planner policy: time-optimal or fewest-calls (empty: the engine's default)")
 	fs.BoolVar(&c.Fsync, "etcd-fsync", c.Fsync, "fsync etcd's WAL (production behaviour)")
 	fs.BoolVar(&c.Reconciler, "reconciler", c.Reconciler, "run the reconciler on the leader")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", c.CPUProfile, "write a CPU profile here on exit")
@@ -77,6 +81,7 @@ func (c BrokerConfig) Args() []string {
 		"--data-dir", c.DataDir, "--ec2-endpoint", c.EC2Endpoint,
 		"--bucket-share", strconv.FormatFloat(c.Share, 'g', -1, 64),
 		"--time-scale", strconv.FormatFloat(c.TimeScale, 'g', -1, 64),
+		"--plan-policy", c.PlanPolicy,
 		"--etcd-fsync=" + strconv.FormatBool(c.Fsync),
 		"--reconciler=" + strconv.FormatBool(c.Reconciler),
 		"--cpuprofile", c.CPUProfile,
@@ -128,6 +133,12 @@ func StartBroker(ctx context.Context, cfg BrokerConfig) (*Broker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bench broker: %w", err)
 	}
+	var engine executor.Config
+	if cfg.PlanPolicy != "" {
+		if engine.PlanPolicy, err = planner.ParsePolicy(cfg.PlanPolicy); err != nil {
+			return nil, fmt.Errorf("bench broker: %w", err)
+		}
+	}
 	var gc brokerd.GRPCConfig
 	var ac *brokerd.AuthConfig
 	if cfg.PKIDir != "" {
@@ -142,6 +153,7 @@ func StartBroker(ctx context.Context, cfg BrokerConfig) (*Broker, error) {
 		Etcd:         brokerd.EtcdConfig{DataDir: filepath.Join(cfg.DataDir, "etcd"), UnsafeNoFsync: !cfg.Fsync},
 		EC2:          brokerd.EC2Config{Endpoint: cfg.EC2Endpoint, BucketShare: cfg.Share},
 		Clock:        simClock,
+		Engine:       engine,
 		NoReconciler: !cfg.Reconciler,
 		Logger:       cfg.Logger,
 		GRPC:         gc,

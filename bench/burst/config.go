@@ -114,6 +114,9 @@ type Config struct {
 	Progress io.Writer
 	// Seed makes awssim's IDs and addresses reproducible.
 	Seed int64
+	// PlanPolicy is the broker's planner policy in every allot variant
+	// (planner.Policy by name; empty: the broker's default).
+	PlanPolicy string
 	// NodeCounts, TimeScales and Seeds make a sweep: every variant is run
 	// at every combination (Points). Empty means Nodes, TimeScale and Seed
 	// alone.

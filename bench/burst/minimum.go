@@ -39,6 +39,13 @@ func burstDemand(mode daemon.Mode, l pool.Limits, pods int, have pool.Stats) (pe
 // fewest the burst can take; lowerbound.LowerBound of the pods' plan is the
 // floor the completion time is measured against.
 func idealPlan(mode daemon.Mode, pl planner.Limits, pods int, insts map[string]string, enis []world.NetworkInterface, warm bool) planner.Plan {
+	nodes, budgets := idealNodes(mode, pl, pods, insts, enis, warm)
+	return planner.Make(nodes, budgets)
+}
+
+// idealNodes is the planner's view of every node at the start of the
+// burst, with its whole burst demand, and budgets that never run out.
+func idealNodes(mode daemon.Mode, pl planner.Limits, pods int, insts map[string]string, enis []world.NetworkInterface, warm bool) ([]planner.Node, planner.Budgets) {
 	pm := planner.SecondaryIP
 	if mode == daemon.ModePrefix {
 		pm = planner.Prefix
@@ -74,7 +81,7 @@ func idealPlan(mode daemon.Mode, pl planner.Limits, pods int, insts map[string]s
 		nodes = append(nodes, n)
 		budgets[subnet] = math.MaxInt32
 	}
-	return planner.Make(nodes, budgets)
+	return nodes, budgets
 }
 
 // lowerBound is the bucket model's floor for calls, in simulated time.

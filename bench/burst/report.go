@@ -78,6 +78,11 @@ type Result struct {
 	// the bound is 0: every minimum call fits in the full buckets).
 	LowerBoundSim float64 `json:"lower_bound_s"`
 	Ratio         float64 `json:"ratio"`
+	// TimeOptimalBoundSim is lowerbound.TimeOptimal of the pods' demand at
+	// this share: the floor of any plan, however many calls it spends;
+	// RatioTimeOptimal is completion over it (0 when the floor is 0).
+	TimeOptimalBoundSim float64 `json:"time_optimal_bound_s"`
+	RatioTimeOptimal    float64 `json:"ratio_time_optimal"`
 	// OwnFloorSim is the system's own call-pattern floor (ownFloor): the
 	// shortest time the calls it chose to make allow, bounded by OwnFloorBy
 	// (EC2's buckets, its client-side limiter or its per-node loop);
@@ -291,6 +296,13 @@ func (r Report) WriteTable(w io.Writer) error {
 			return "-"
 		}
 		return fmt.Sprintf("%s%.3f", more(x), x.OwnRatio)
+	})
+	row("time-optimal bound (sim s)", func(x Result) string { return fmt.Sprintf("%.1f", x.TimeOptimalBoundSim) })
+	row("completion / time-optimal", func(x Result) string {
+		if x.TimeOptimalBoundSim == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%s%.3f", more(x), x.RatioTimeOptimal)
 	})
 	row("time to address p50", func(x Result) string { return fmt.Sprintf("%.1f", x.TTA.P50) })
 	row("p90", func(x Result) string { return fmt.Sprintf("%.1f", x.TTA.P90) })

@@ -102,7 +102,7 @@ func runVariant(ctx context.Context, cfg Config, v Variant, work string) (res Re
 			return res, err
 		}
 		broker, err = startBrokerHandle(ctx, cfg, BrokerConfig{
-			DataDir: etcdDir, EC2Endpoint: cloud.ec2, Share: v.brokerShare() * cfg.accountScale(), TimeScale: cfg.TimeScale,
+			DataDir: etcdDir, EC2Endpoint: cloud.ec2, Share: v.brokerShare() * cfg.accountScale(), TimeScale: cfg.TimeScale, PlanPolicy: cfg.PlanPolicy,
 			Fsync: cfg.EtcdFsync, Reconciler: true, CPUProfile: profilePath(cfg.BrokerCPUProfile, v),
 			PKIDir: pkiDir,
 		})
@@ -170,6 +170,9 @@ func runVariant(ctx context.Context, cfg Config, v Variant, work string) (res Re
 	podsOnly := idealPlan(v.Mode, limits, cfg.PodsPerNode, instSubnet, enis, false)
 	arrival := v.Profile.lastArrival(len(insts), cfg.PodsPerNode)
 	res.LowerBoundSim = max(lowerBound(lowerbound.MinCalls(podsOnly), lbShare), arrival).Seconds()
+	podNodes, _ := idealNodes(v.Mode, limits, cfg.PodsPerNode, instSubnet, enis, false)
+	optimal, _ := lowerbound.TimeOptimal(podNodes, lbShare, 1)
+	res.TimeOptimalBoundSim = max(optimal, arrival).Seconds()
 	if len(plan.Unmet) > 0 {
 		res.Problems = append(res.Problems, fmt.Sprintf("the planner cannot meet %d nodes' demand (%v)", len(plan.Unmet), anyUnmet(plan)))
 	}
@@ -348,6 +351,9 @@ func podFigures(cfg Config, res *Result, pods []podResult, took time.Duration) {
 	res.CompletionSim = cfg.simOf(last).Seconds()
 	if res.LowerBoundSim > 0 {
 		res.Ratio = res.CompletionSim / res.LowerBoundSim
+	}
+	if res.TimeOptimalBoundSim > 0 {
+		res.RatioTimeOptimal = res.CompletionSim / res.TimeOptimalBoundSim
 	}
 }
 

@@ -31,6 +31,7 @@ import (
 	"github.com/allotnet/allot/agent/daemon"
 	"github.com/allotnet/allot/awssim/throttle"
 	"github.com/allotnet/allot/bench/burst"
+	"github.com/allotnet/allot/broker/planner"
 	"github.com/allotnet/allot/internal/buildinfo"
 	"github.com/allotnet/allot/internal/logfmt"
 )
@@ -142,6 +143,7 @@ func parseFlags(args []string, stderr io.Writer) (burst.Config, logfmt.Options, 
 	nodeCounts := fs.String("node-counts", "", "a sweep: run everything at each node count, comma-separated (overrides --nodes)")
 	seeds := fs.String("seeds", "", "repetitions: run everything with each awssim seed, comma-separated (overrides --seed)")
 	timeScales := fs.String("time-scales", "", "run everything at each time scale, comma-separated (overrides --time-scale)")
+	fs.StringVar(&cfg.PlanPolicy, "plan-policy", "", "allot's planner policy: time-optimal or fewest-calls (empty: allot-broker's default)")
 	inProcess := fs.Bool("in-process", false, "run the broker and awssim in the harness process (no CPU/RSS attribution)")
 	fs.StringVar(&cfg.BrokerCPUProfile, "broker-cpuprofile", "", "write each variant's broker CPU profile to this path plus a suffix")
 	fs.StringVar(&profile, "cpuprofile", "", "write the harness's own CPU profile (the nodes and the kubelet stand-in) to this file")
@@ -218,6 +220,11 @@ func parseFlags(args []string, stderr io.Writer) (burst.Config, logfmt.Options, 
 	}
 	if cfg.DiscreteRefill, err = throttle.ParseRefill(*refill); err != nil {
 		return cfg, level, profile, err
+	}
+	if cfg.PlanPolicy != "" {
+		if _, err := planner.ParsePolicy(cfg.PlanPolicy); err != nil {
+			return cfg, level, profile, fmt.Errorf("--plan-policy: %w", err)
+		}
 	}
 	if !*inProcess {
 		self, err := os.Executable()

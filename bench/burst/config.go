@@ -117,6 +117,10 @@ type Config struct {
 	// PlanPolicy is the broker's planner policy in every allot variant
 	// (planner.Policy by name; empty: the broker's default).
 	PlanPolicy string
+	// PlanPolicies, when set, runs every allot variant once per policy
+	// (its first for the table-error and other-tenant variants), so the
+	// policies appear side by side.
+	PlanPolicies []string
 	// NodeCounts, TimeScales and Seeds make a sweep: every variant is run
 	// at every combination (Points). Empty means Nodes, TimeScale and Seed
 	// alone.

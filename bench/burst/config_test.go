@@ -2,6 +2,7 @@ package burst
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/allotnet/allot/agent/daemon"
@@ -97,5 +98,19 @@ func TestProfiles(t *testing.T) {
 		if _, err := ParseProfiles(bad); err == nil {
 			t.Errorf("ParseProfiles(%q) accepted", bad)
 		}
+	}
+}
+
+// TestPlanPolicies checks that every allot variant runs once per policy
+// when two are asked for, and that the name says which.
+func TestPlanPolicies(t *testing.T) {
+	c := Config{Modes: []daemon.Mode{daemon.ModePrefix}, Shares: []float64{1}, PlanPolicies: []string{"time-optimal", "fewest-calls"}, Baseline: true}
+	var names []string
+	for _, v := range c.Variants() {
+		names = append(names, v.Name())
+	}
+	want := []string{"allot/prefix/share=1/time-optimal", "allot/prefix/share=1/fewest-calls", "ipamd/prefix"}
+	if strings.Join(names, " ") != strings.Join(want, " ") {
+		t.Errorf("variants %v, want %v", names, want)
 	}
 }

@@ -1,6 +1,7 @@
 package burst
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -102,7 +103,7 @@ func runVariant(ctx context.Context, cfg Config, v Variant, work string) (res Re
 			return res, err
 		}
 		broker, err = startBrokerHandle(ctx, cfg, BrokerConfig{
-			DataDir: etcdDir, EC2Endpoint: cloud.ec2, Share: v.brokerShare() * cfg.accountScale(), TimeScale: cfg.TimeScale, PlanPolicy: cfg.PlanPolicy,
+			DataDir: etcdDir, EC2Endpoint: cloud.ec2, Share: v.brokerShare() * cfg.accountScale(), TimeScale: cfg.TimeScale, PlanPolicy: cmp.Or(v.Policy, cfg.PlanPolicy),
 			Fsync: cfg.EtcdFsync, Reconciler: true, CPUProfile: profilePath(cfg.BrokerCPUProfile, v),
 			PKIDir: pkiDir,
 		})

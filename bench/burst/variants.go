@@ -39,6 +39,9 @@ type Variant struct {
 	// Tenant is the fraction of every bucket another tool in the account
 	// takes during the burst (throttle.Limiter.SetTenant). Zero: none.
 	Tenant float64
+	// Policy is allot's planner policy by name (planner.ParsePolicy);
+	// empty: the run's PlanPolicy, or the broker's default.
+	Policy string
 	// Profile is how the pods arrive.
 	Profile Profile
 	// Tuning is a baseline's configuration, as its settings are written
@@ -62,6 +65,9 @@ func (v Variant) Name() string {
 		return name
 	}
 	name := fmt.Sprintf("allot/%s/share=%g", v.Mode, v.Share)
+	if v.Policy != "" {
+		name += "/" + v.Policy
+	}
 	if v.TableError != 0 {
 		name += fmt.Sprintf("/table%+g%%", 100*v.TableError)
 	}
@@ -124,16 +130,22 @@ func (c Config) Variants() []Variant {
 // variantsOf lists one profile's variants.
 func (c Config) variantsOf() []Variant {
 	var out []Variant
+	policies := c.PlanPolicies
+	if len(policies) == 0 {
+		policies = []string{""}
+	}
 	for _, m := range c.Modes {
 		for _, s := range c.Shares {
-			out = append(out, Variant{System: SystemAllot, Mode: m, Share: s})
+			for _, p := range policies {
+				out = append(out, Variant{System: SystemAllot, Mode: m, Share: s, Policy: p})
+			}
 		}
 		for _, e := range c.TableErrors {
-			out = append(out, Variant{System: SystemAllot, Mode: m, Share: 1, TableError: e})
+			out = append(out, Variant{System: SystemAllot, Mode: m, Share: 1, TableError: e, Policy: policies[0]})
 		}
 		for _, f := range c.Tenants {
 			for _, s := range c.Shares {
-				out = append(out, Variant{System: SystemAllot, Mode: m, Share: s, Tenant: f})
+				out = append(out, Variant{System: SystemAllot, Mode: m, Share: s, Tenant: f, Policy: policies[0]})
 			}
 		}
 		if c.Baseline {

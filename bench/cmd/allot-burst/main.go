@@ -144,6 +144,7 @@ func parseFlags(args []string, stderr io.Writer) (burst.Config, logfmt.Options, 
 	seeds := fs.String("seeds", "", "repetitions: run everything with each awssim seed, comma-separated (overrides --seed)")
 	timeScales := fs.String("time-scales", "", "run everything at each time scale, comma-separated (overrides --time-scale)")
 	fs.StringVar(&cfg.PlanPolicy, "plan-policy", "", "allot's planner policy: time-optimal or fewest-calls (empty: allot-broker's default)")
+	planPolicies := fs.String("plan-policies", "", "run every allot variant once per planner policy, comma-separated (e.g. time-optimal,fewest-calls); overrides --plan-policy")
 	inProcess := fs.Bool("in-process", false, "run the broker and awssim in the harness process (no CPU/RSS attribution)")
 	fs.StringVar(&cfg.BrokerCPUProfile, "broker-cpuprofile", "", "write each variant's broker CPU profile to this path plus a suffix")
 	fs.StringVar(&profile, "cpuprofile", "", "write the harness's own CPU profile (the nodes and the kubelet stand-in) to this file")
@@ -220,6 +221,14 @@ func parseFlags(args []string, stderr io.Writer) (burst.Config, logfmt.Options, 
 	}
 	if cfg.DiscreteRefill, err = throttle.ParseRefill(*refill); err != nil {
 		return cfg, level, profile, err
+	}
+	for _, p := range strings.Split(*planPolicies, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			if _, err := planner.ParsePolicy(p); err != nil {
+				return cfg, level, profile, fmt.Errorf("--plan-policies: %w", err)
+			}
+			cfg.PlanPolicies = append(cfg.PlanPolicies, p)
+		}
 	}
 	if cfg.PlanPolicy != "" {
 		if _, err := planner.ParsePolicy(cfg.PlanPolicy); err != nil {

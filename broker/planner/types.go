@@ -1,6 +1,8 @@
-// Package planner turns node demands into the fewest EC2 calls that satisfy
-// them. It is pure: no I/O, no clock, no randomness. The executor carries a
-// Plan out; tests check plans without EC2.
+// Package planner turns node demands into the EC2 calls that satisfy them:
+// the fewest calls, or (Policy TimeOptimal) the mix of filling existing ENIs
+// and creating new ones that EC2's token buckets send soonest. It is pure:
+// no I/O, no clock, no randomness. The executor carries a Plan out; tests
+// check plans without EC2.
 package planner
 
 import allotv1 "github.com/allotnet/allot/proto/allot/v1"

@@ -8,7 +8,7 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/allotnet/allot/internal/telemetry"
+	"github.com/allotnet/allot/internal/telemetry/tracing"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 
@@ -26,7 +26,7 @@ func (p *Plugin) dial(socket string) (allotv1.CNIServiceClient, func() error, er
 	}
 	if p.Tracer != nil {
 		opts = append(opts, grpc.WithStatsHandler(otelgrpc.NewClientHandler(
-			otelgrpc.WithTracerProvider(p.Tracer), otelgrpc.WithPropagators(telemetry.Propagator()))))
+			otelgrpc.WithTracerProvider(p.Tracer), otelgrpc.WithPropagators(tracing.Propagator()))))
 	}
 	conn, err := grpc.NewClient("unix://"+socket, opts...)
 	if err != nil {

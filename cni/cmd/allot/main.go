@@ -13,7 +13,7 @@ import (
 
 	"github.com/allotnet/allot/cni/plugin"
 	"github.com/allotnet/allot/internal/buildinfo"
-	"github.com/allotnet/allot/internal/telemetry"
+	"github.com/allotnet/allot/internal/telemetry/tracing"
 )
 
 // flushTimeout bounds the export of the command's spans at exit, so a
@@ -32,17 +32,17 @@ func main() {
 	// environment (which it passes to every plugin); unset means off. A
 	// bad setting must not fail pod networking: it is reported and
 	// tracing stays off.
-	tracing := traces()
-	if tracing != nil {
-		p.Tracer = tracing.Provider()
+	tp := traces()
+	if tp != nil {
+		p.Tracer = tp.Provider()
 	}
 	// An empty about string makes skel report a missing CNI_COMMAND as an
 	// error (code 4) instead of printing a banner and exiting 0, which a
 	// caller could take for success.
 	e := skel.PluginMainFuncsWithError(p.Funcs(), plugin.Versions, "")
-	if tracing != nil {
+	if tp != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
-		_ = tracing.Shutdown(ctx)
+		_ = tp.Shutdown(ctx)
 		cancel()
 	}
 	if e != nil {
@@ -54,14 +54,14 @@ func main() {
 }
 
 // traces returns the tracer provider the environment configures, or nil.
-func traces() *telemetry.Tracing {
-	cfg, err := telemetry.TraceConfigFromEnv(os.LookupEnv, "allot")
+func traces() *tracing.Tracing {
+	cfg, err := tracing.TraceConfigFromEnv(os.LookupEnv, "allot")
 	if err == nil && !cfg.Enabled() {
 		return nil
 	}
-	var t *telemetry.Tracing
+	var t *tracing.Tracing
 	if err == nil {
-		t, err = telemetry.NewTracing(context.Background(), cfg)
+		t, err = tracing.NewTracing(context.Background(), cfg)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "allot: tracing off: %v\n", err)

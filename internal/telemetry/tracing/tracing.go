@@ -1,4 +1,7 @@
-package telemetry
+// Package tracing is allot's OpenTelemetry tracing: the OTLP exporter
+// configured from the standard environment, and the propagator that
+// carries trace context between processes.
+package tracing
 
 import (
 	"context"

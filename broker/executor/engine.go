@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/allotnet/allot/broker/clock"
@@ -187,6 +188,10 @@ type Engine struct {
 	// (Run's goroutine alone uses them).
 	view    *view
 	updates <-chan store.FollowUpdate
+	// publishing is set while a round's status changes are being written
+	// (publishStatus); publishers waits for that at the end of a Run.
+	publishing atomic.Bool
+	publishers sync.WaitGroup
 	// written is the revision of the engine's own latest write: a round
 	// waits for the view to reach it (not other writers' later ones).
 	written store.WriteMark
@@ -268,6 +273,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		}
 	}
 	wg.Wait()
+	e.publishers.Wait()
 	if cause := context.Cause(ctx); !errors.Is(cause, context.Canceled) && !errors.Is(cause, context.DeadlineExceeded) {
 		return cause
 	}

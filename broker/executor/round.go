@@ -60,8 +60,23 @@ func (e *Engine) round(ctx context.Context, rs *runState) error {
 	held := e.upkeep(ctx, rs, snap, free, now)
 	e.plan(rs, snap, queued, func(n string) bool { return free(n) && !held[n] }, now)
 	e.proposeReleases(ctx, rs, snap, func(n string) bool { return free(n) && !held[n] }, now)
-	e.unmet.publish(ctx, e.cfg.Store, snap.statusIDs(), e.cfg.Clock.Now(), func(err error) { e.stopIfDeposed(rs, err) })
+	e.publishStatus(ctx, rs, snap.statusIDs())
 	return nil
+}
+
+// publishStatus writes the round's node status changes in the background,
+// one batch at a time: each is an etcd write, and a round that finds a few
+// hundred would otherwise hold up planning for seconds. A round that finds
+// the last batch still being written leaves its changes to a later round.
+func (e *Engine) publishStatus(ctx context.Context, rs *runState, ids []string) {
+	if !e.publishing.CompareAndSwap(false, true) {
+		return
+	}
+	now := e.cfg.Clock.Now()
+	e.publishers.Go(func() {
+		defer e.publishing.Store(false)
+		e.unmet.publish(ctx, e.cfg.Store, ids, now, func(err error) { e.stopIfDeposed(rs, err) })
+	})
 }
 
 // upkeep queues the work that must finish before a node is planned again:

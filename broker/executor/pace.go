@@ -27,7 +27,10 @@ func firstClass(a planner.Action) ratelimit.Class {
 // admit returns the plan's actions the buckets can start within Lookahead,
 // in plan order; the rest are left for a later round, and the returned
 // duration says when one more token will be there (0 when nothing was left
-// out).
+// out). A new ENI needs a token of its Create's bucket and one of its
+// Attach's, the smaller: admitted by the Create bucket alone, new ENIs
+// would run ahead of their Attaches while the Assigns kept pace, and the
+// mix the planner chose would not be the one carried out.
 //
 // An action is bound to a node's demand when it is planned. Queued behind a
 // long wait for tokens, it would carry out a demand that went on growing
@@ -44,25 +47,40 @@ func (e *Engine) admit(rs *runState, actions []planner.Action) ([]planner.Action
 	lim := src.Limiter()
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
+	attach := ratelimit.ClassOf(planner.CallAttach, true)
 	allow := map[ratelimit.Class]float64{}
 	var out []planner.Action
 	var retry time.Duration
 	for _, a := range actions {
-		c := firstClass(a)
-		b := lim.Bucket(c)
-		n, seen := allow[c]
-		if !seen {
-			n = math.Floor(lim.Tokens(c)+b.Refill*e.cfg.Lookahead.Seconds()) - float64(rs.unstarted[c])
+		classes := []ratelimit.Class{firstClass(a)}
+		if a.Kind == planner.CreateAttach {
+			classes = append(classes, attach)
 		}
-		if n < 1 {
-			allow[c] = n
-			if b.Refill > 0 {
-				retry = minPositive(retry, time.Duration(float64(time.Second)/b.Refill))
+		room := true
+		for _, c := range classes {
+			n, seen := allow[c]
+			if !seen {
+				queued := rs.unstarted[c]
+				if c == attach {
+					queued = rs.attaching
+				}
+				n = math.Floor(lim.Tokens(c)+lim.Bucket(c).Refill*e.cfg.Lookahead.Seconds()) - float64(queued)
+				allow[c] = n
 			}
+			if n < 1 {
+				room = false
+				if r := lim.Bucket(c).Refill; r > 0 {
+					retry = minPositive(retry, time.Duration(float64(time.Second)/r))
+				}
+			}
+		}
+		if !room {
 			continue
 		}
-		allow[c] = n - 1
-		rs.unstarted[c]++
+		for _, c := range classes {
+			allow[c]--
+		}
+		rs.unstarted[classes[0]]++
 		out = append(out, a)
 	}
 	return out, retry

@@ -294,7 +294,16 @@ func (p *Pool) demandLocked(t Targets, l Limits) Demand {
 	taken := min(unserved, free)
 	s.Assigned += taken
 	s.FreePrefixes = min(s.FreePrefixes, max(s.Available(), 0)/allotv1.PrefixSize)
-	return Demand{Pending: unserved - taken, WarmShortfall: Shortfall(t, l, s)}
+	pending := unserved - taken
+	// The waiting pods take the node's room first; a warm target it has no
+	// room left for is no demand (asked for, the broker would find the
+	// node full while its last ENI is still on its way to this pool).
+	room := max(Capacity(t, l)-s.Total-s.Releasing, 0)
+	need := pending
+	if t.PrefixMode {
+		need = ceilDiv(pending, allotv1.PrefixSize) * allotv1.PrefixSize
+	}
+	return Demand{Pending: pending, WarmShortfall: min(Shortfall(t, l, s), max(room-need, 0))}
 }
 
 // Usage lists the addresses held by pods and those free in the pool (cooling

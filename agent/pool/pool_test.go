@@ -575,3 +575,33 @@ func TestDemandLingersForRetry(t *testing.T) {
 		t.Fatalf("RetryLinger after: pending %d, want 0", d.Pending)
 	}
 }
+
+// TestDemandWithinRoom: the warm shortfall asks only for the room the
+// waiting pods leave on the node. With 2 of a node's 3 addresses in the
+// pool and 5 ADDs arriving, 3 wait and the one address left is theirs:
+// no warm shortfall, so the broker does not find the node full for it.
+func TestDemandWithinRoom(t *testing.T) {
+	f := newPool(t, Config{})
+	f.capacity(t, "eni-0", "10.0.0.11", "10.0.0.12")
+	lim := Limits{MaxENIs: 1, IPv4PerENI: 4}
+	f.p.mu.Lock()
+	f.p.arriving.Add(5)
+	d := f.p.demandLocked(Targets{WarmIPs: 1}, lim)
+	f.p.arriving.Add(-5)
+	f.p.mu.Unlock()
+	if d.Pending != 3 || d.WarmShortfall != 0 {
+		t.Fatalf("demand with 5 ADDs on 2 of 3 addresses: %+v; want pending 3, no warm shortfall", d)
+	}
+	// With room to spare the warm target is asked for as before.
+	if d := f.p.Demand(Targets{WarmIPs: 1}, Limits{MaxENIs: 2, IPv4PerENI: 4}); d.Pending != 0 || d.WarmShortfall != 0 {
+		t.Fatalf("demand with 2 free addresses: %+v", d)
+	}
+	f.p.mu.Lock()
+	f.p.arriving.Add(3)
+	d = f.p.demandLocked(Targets{WarmIPs: 1}, Limits{MaxENIs: 2, IPv4PerENI: 4})
+	f.p.arriving.Add(-3)
+	f.p.mu.Unlock()
+	if d.Pending != 1 || d.WarmShortfall != 1 {
+		t.Fatalf("demand with 3 ADDs on 2 of 6 addresses: %+v; want pending 1, warm shortfall 1", d)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -63,6 +64,16 @@ func TestTwoSeparateStatesRefuseLoudly(t *testing.T) {
 		t.Fatal("broker A created no ENI tagged with its store ID")
 	}
 
+	// A is frozen while B runs: awssim counts calls for the whole account,
+	// and A may still release its node's excess after the cooldown, which
+	// would be counted against B. A's ENIs stay in EC2, tagged with its
+	// state's ID, which is all B must see.
+	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.cmd.Process.Signal(syscall.SIGCONT) })
+	time.Sleep(500 * time.Millisecond) // a request A had sent is answered and counted
+
 	// B: its own etcd, the same cluster name, a node that wants addresses.
 	before := mutatingCalls(sim)
 	b := startBroker(t, append([]string{"--name", "b", "--data-dir", filepath.Join(t.TempDir(), "b")}, common...)...)
@@ -98,6 +109,9 @@ func TestTwoSeparateStatesRefuseLoudly(t *testing.T) {
 		}
 	}
 	// A, whose ENIs these are, goes on.
+	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
 	if strings.Contains(a.logText(), "split brain") {
 		t.Errorf("broker A refused its own ENIs:\n%s", a.logText())
 	}

@@ -31,12 +31,10 @@ func (b *Broker) lead(ctx context.Context) error {
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return eng.Run(gctx) })
-	if !b.cfg.PodSubnets.Empty() {
-		d := subnets.New(subnets.Config{
-			Selector: b.cfg.PodSubnets, EC2: b.ec2, Store: b.st, Logger: b.log, Clock: b.cfg.Clock,
-		})
-		g.Go(func() error { return d.Run(gctx) })
-	}
+	d := subnets.New(subnets.Config{
+		Selector: b.cfg.PodSubnets, EC2: b.ec2, Store: b.st, Logger: b.log, Clock: b.cfg.Clock,
+	})
+	g.Go(func() error { return d.Run(gctx) })
 	if !b.cfg.NoReconciler {
 		rec := reconciler.New(reconciler.Config{
 			Cluster: b.cfg.Cluster, Store: b.st, EC2: ec2c, Logger: b.log, Clock: b.cfg.Clock,

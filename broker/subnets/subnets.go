@@ -9,11 +9,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/allotnet/allot/broker/clock"
 	"github.com/allotnet/allot/broker/ec2client"
 	"github.com/allotnet/allot/broker/store"
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 )
 
 // Selector says which subnets are the cluster's pod subnets: the ones
@@ -41,6 +43,8 @@ type EC2 interface {
 type Store interface {
 	PutSubnet(ctx context.Context, sn store.Subnet) (store.Subnet, error)
 	SetUsedByOthers(ctx context.Context, id string, n int64) (store.Subnet, error)
+	ListPodNetworks(ctx context.Context) ([]store.PodNetwork, error)
+	SetDiscoveredSubnets(ctx context.Context, name string, ids []string, at time.Time) error
 }
 
 var (
@@ -66,6 +70,8 @@ type Discoverer struct {
 	// recorded is what this run last wrote per subnet, so an unchanged
 	// subnet costs no write.
 	recorded map[string]ec2client.SubnetInfo
+	// found is what each pod network's tags last found, for the log.
+	found map[string][]string
 }
 
 // New returns a discoverer.
@@ -77,15 +83,13 @@ func New(cfg Config) *Discoverer {
 		cfg.Interval = time.Minute
 	}
 	cfg.Interval = cfg.Clock.Wall(cfg.Interval)
-	return &Discoverer{cfg: cfg, log: cfg.Logger.With("component", "subnets"), recorded: map[string]ec2client.SubnetInfo{}}
+	return &Discoverer{cfg: cfg, log: cfg.Logger.With("component", "subnets"), recorded: map[string]ec2client.SubnetInfo{}, found: map[string][]string{}}
 }
 
 // Run refreshes now and then every Interval until ctx ends; it returns nil
-// then. A failed refresh is logged and tried again at the next tick.
+// then. A failed refresh is logged and tried again at the next tick. It
+// runs even when the selector is empty: pod networks may name subnet tags.
 func (d *Discoverer) Run(ctx context.Context) error {
-	if d.cfg.Selector.Empty() {
-		return nil
-	}
 	t := time.NewTicker(d.cfg.Interval)
 	defer t.Stop()
 	for {
@@ -134,11 +138,17 @@ func (d *Discoverer) Find(ctx context.Context) ([]ec2client.SubnetInfo, error) {
 // starts with what EC2 says is in use counted as others' use, until the
 // reconciler's first pass splits it exactly.
 func (d *Discoverer) Refresh(ctx context.Context) (int, error) {
-	xs, err := d.Find(ctx)
-	if err != nil {
-		return 0, err
+	var xs []ec2client.SubnetInfo
+	if !d.cfg.Selector.Empty() {
+		found, err := d.Find(ctx)
+		if err != nil {
+			return 0, err
+		}
+		xs = found
 	}
-	var errs []error
+	tagged, perr := d.podNetworks(ctx)
+	xs = append(xs, tagged...)
+	errs := []error{perr}
 	wrote := 0
 	for _, x := range xs {
 		if prev, ok := d.recorded[x.ID]; ok && prev.CIDR == x.CIDR && prev.AZ == x.AZ && prev.VPCID == x.VPCID {
@@ -164,4 +174,41 @@ func (d *Discoverer) Refresh(ctx context.Context) (int, error) {
 		d.log.Info("pod subnet recorded", "subnet", x.ID, "cidr", x.CIDR, "az", x.AZ, "vpc", x.VPCID, "usable", usable)
 	}
 	return wrote, errors.Join(errs...)
+}
+
+// podNetworks resolves the subnet tags of every pod network that names
+// some, within the cluster's VPCs (the selector's VPCIDs; any VPC of the
+// account when none is set), records what each found, and returns those
+// subnets so they are recorded with their budgets too.
+func (d *Discoverer) podNetworks(ctx context.Context) ([]ec2client.SubnetInfo, error) {
+	pns, err := d.cfg.Store.ListPodNetworks(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list pod networks: %w", err)
+	}
+	var out []ec2client.SubnetInfo
+	var errs []error
+	for _, pn := range pns {
+		if len(pn.SubnetTags) == 0 {
+			continue
+		}
+		xs, err := d.cfg.EC2.FindSubnets(ctx, ec2client.SubnetFilter{VPCIDs: d.cfg.Selector.VPCIDs, Tags: pn.SubnetTags})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("pod network %s: find subnets with tags %v: %w", pn.Name, pn.SubnetTags, err))
+			continue
+		}
+		ids := make([]string, 0, len(xs))
+		for _, x := range xs {
+			ids = append(ids, x.ID)
+		}
+		if err := d.cfg.Store.SetDiscoveredSubnets(ctx, pn.Name, ids, d.cfg.Clock.Now()); err != nil && !errors.Is(err, rpcerr.ErrNotFound) {
+			errs = append(errs, fmt.Errorf("pod network %s: record discovered subnets: %w", pn.Name, err))
+			continue
+		}
+		if !slices.Equal(d.found[pn.Name], ids) {
+			d.log.Info("pod network subnets discovered", "pod_network", pn.Name, "tags", pn.SubnetTags, "subnets", ids)
+			d.found[pn.Name] = ids
+		}
+		out = append(out, xs...)
+	}
+	return out, errors.Join(errs...)
 }

@@ -1,6 +1,8 @@
 package podnet
 
 import (
+	"slices"
+
 	"github.com/allotnet/allot/broker/planner"
 	"github.com/allotnet/allot/broker/store"
 )
@@ -22,8 +24,11 @@ func Home(networks []store.PodNetwork, n store.Node, subnets map[string]store.Su
 }
 
 // AtHome returns the nodes with SubnetID set to their Home, for figures
-// that count a node in the subnet its pods go to. With no pod network it
-// returns nodes as they are.
+// that count a node in the subnet its pods go to. A node whose network
+// leaves out its own subnet also gets MaxENIs one less: its primary ENI
+// takes no pod addresses then (the engine closes it, as aws-vpc-cni's
+// custom networking does), so its pod slots are those of its other ENIs.
+// With no pod network it returns nodes as they are.
 func AtHome(networks []store.PodNetwork, nodes []store.Node, subnets []store.Subnet) []store.Node {
 	if len(networks) == 0 {
 		return nodes
@@ -34,6 +39,9 @@ func AtHome(networks []store.PodNetwork, nodes []store.Node, subnets []store.Sub
 	}
 	out := make([]store.Node, len(nodes))
 	for i, n := range nodes {
+		if p := Place(networks, n, byID); p.Network != "" && !slices.Contains(p.Subnets, n.SubnetID) && n.MaxENIs > 0 {
+			n.MaxENIs--
+		}
 		n.SubnetID = Home(networks, n, byID)
 		out[i] = n
 	}

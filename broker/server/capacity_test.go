@@ -158,3 +158,38 @@ func TestCapacityCountsNodesWhereTheirPodsGo(t *testing.T) {
 	}
 	checkSum(t, resp.GetZones()[0], []string{"subnet-node", "subnet-p1", "subnet-p2"}, byID)
 }
+
+// TestCapacityNodeSlotsUnderCustomNetworking: a c5.xlarge (4 ENIs of 15
+// addresses) whose pod network leaves out its own subnet gets no pods on
+// its primary ENI, so its pod slots are 3 x 14 = 42, less its 5 pods; with
+// a network that includes its subnet, or none, all 4 x 14 = 56 count.
+func TestCapacityNodeSlotsUnderCustomNetworking(t *testing.T) {
+	five := store.Usage{InstanceID: "i-a", Assigned: []string{"a", "b", "c", "d", "e"}}
+	for name, tc := range map[string]struct {
+		subnets []string
+		want    int64
+	}{
+		"network leaves out the node's subnet": {[]string{"subnet-p1"}, 42 - 5},
+		"network includes the node's subnet":   {[]string{"subnet-p1", "subnet-node"}, 56 - 5},
+		"no network":                           {nil, 56 - 5},
+	} {
+		t.Run(name, func(t *testing.T) {
+			v := &view{rev: 3, usage: map[string]store.Usage{"i-a": five}}
+			v.subnets = []store.Subnet{
+				{ID: "subnet-node", CIDR: "10.0.0.0/24", AvailabilityZone: "us-east-1a", VPCID: "vpc-1", Usable: 251},
+				{ID: "subnet-p1", CIDR: "100.64.0.0/22", AvailabilityZone: "us-east-1a", VPCID: "vpc-1", Usable: 1019},
+			}
+			v.nodes = []store.Node{{InstanceID: "i-a", InstanceType: "c5.xlarge", SubnetID: "subnet-node",
+				AvailabilityZone: "us-east-1a", VPCID: "vpc-1", Mode: modeSecondary, MaxENIs: 4, IPv4PerENI: 15}}
+			if tc.subnets != nil {
+				v.podnets = []store.PodNetwork{{Name: "pods", Selector: store.NodeSelector{AvailabilityZone: "us-east-1a"},
+					SubnetIDs: tc.subnets}}
+			}
+			v.index()
+			resp := capacity(v)
+			if got := resp.GetCluster().GetPods().GetNodePods(); got != tc.want {
+				t.Errorf("node pod slots %d, want %d", got, tc.want)
+			}
+		})
+	}
+}

@@ -12,10 +12,11 @@ import (
 // TestPodNetworkSubnetTags: a pod network that names a subnet tag gets the
 // tagged subnets recorded by the leader's discovery (and their budgets
 // listed before any node is in them); a subnet tagged afterwards is found
-// by a later pass. Untagged subnets are not taken.
+// by a later pass. Untagged subnets are not taken, nor tagged ones outside
+// the VPC of the subnets the network names.
 func TestPodNetworkSubnetTags(t *testing.T) {
 	sim, conn := startPodNetBroker(t, podNetScenario())
-	if err := sim.World().CreateTags([]string{pnA1}, map[string]string{"allot/pods": "blue"}); err != nil {
+	if err := sim.World().CreateTags([]string{pnA1, pnOtherA1}, map[string]string{"allot/pods": "blue"}); err != nil {
 		t.Fatal(err)
 	}
 	pc := allotv1.NewPodNetworkServiceClient(conn)
@@ -23,7 +24,7 @@ func TestPodNetworkSubnetTags(t *testing.T) {
 	ctx := context.Background()
 	_, err := pc.SetPodNetwork(ctx, &allotv1.SetPodNetworkRequest{Network: &allotv1.PodNetwork{
 		Name: "blue", Selector: &allotv1.NodeSelector{AvailabilityZone: "us-east-1a"},
-		SubnetTags: map[string]string{"allot/pods": "blue"},
+		SubnetIds: []string{pnA1}, SubnetTags: map[string]string{"allot/pods": "blue"},
 	}})
 	if err != nil {
 		t.Fatalf("set a pod network by tag: %v", err)

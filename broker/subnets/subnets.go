@@ -177,8 +177,7 @@ func (d *Discoverer) Refresh(ctx context.Context) (int, error) {
 }
 
 // podNetworks resolves the subnet tags of every pod network that names
-// some, within the cluster's VPCs (the selector's VPCIDs; any VPC of the
-// account when none is set), records what each found, and returns those
+// some (within tagVPCs), records what each found, and returns those
 // subnets so they are recorded with their budgets too.
 func (d *Discoverer) podNetworks(ctx context.Context) ([]ec2client.SubnetInfo, error) {
 	pns, err := d.cfg.Store.ListPodNetworks(ctx)
@@ -191,7 +190,12 @@ func (d *Discoverer) podNetworks(ctx context.Context) ([]ec2client.SubnetInfo, e
 		if len(pn.SubnetTags) == 0 {
 			continue
 		}
-		xs, err := d.cfg.EC2.FindSubnets(ctx, ec2client.SubnetFilter{VPCIDs: d.cfg.Selector.VPCIDs, Tags: pn.SubnetTags})
+		vpcs, err := d.tagVPCs(ctx, pn)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("pod network %s: %w", pn.Name, err))
+			continue
+		}
+		xs, err := d.cfg.EC2.FindSubnets(ctx, ec2client.SubnetFilter{VPCIDs: vpcs, Tags: pn.SubnetTags})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("pod network %s: find subnets with tags %v: %w", pn.Name, pn.SubnetTags, err))
 			continue
@@ -211,4 +215,24 @@ func (d *Discoverer) podNetworks(ctx context.Context) ([]ec2client.SubnetInfo, e
 		out = append(out, xs...)
 	}
 	return out, errors.Join(errs...)
+}
+
+// tagVPCs is where a pod network's tags are looked up: the VPC of the
+// subnets it names, else the selector's VPCIDs, else (nil) every VPC of
+// the account.
+func (d *Discoverer) tagVPCs(ctx context.Context, pn store.PodNetwork) ([]string, error) {
+	if len(pn.SubnetIDs) == 0 {
+		return d.cfg.Selector.VPCIDs, nil
+	}
+	xs, err := d.cfg.EC2.DescribeSubnets(ctx, pn.SubnetIDs)
+	if err != nil {
+		return nil, fmt.Errorf("describe subnets %v: %w", pn.SubnetIDs, err)
+	}
+	var vpcs []string
+	for _, x := range xs {
+		if !slices.Contains(vpcs, x.VPCID) {
+			vpcs = append(vpcs, x.VPCID)
+		}
+	}
+	return vpcs, nil
 }

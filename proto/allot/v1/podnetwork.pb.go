@@ -104,8 +104,10 @@ type PodNetwork struct {
 	SubnetIds []string `protobuf:"bytes,3,rep,name=subnet_ids,json=subnetIds,proto3" json:"subnet_ids,omitempty"`
 	// subnet_tags, when set, adds every subnet carrying all these tags (an
 	// empty value matches any value; e.g. kubernetes.io/role/cni) in the
-	// VPC of the named subnets or, with none named, in the VPC of the nodes
-	// it applies to. The broker refreshes the list from DescribeSubnets.
+	// VPC of the named subnets or, with none named, in the broker's
+	// --pod-subnet-vpc-ids (every VPC of the account when that is unset; a
+	// node still gets only subnets of its own VPC and zone). The broker
+	// refreshes the list from DescribeSubnets.
 	SubnetTags map[string]string `protobuf:"bytes,4,rep,name=subnet_tags,json=subnetTags,proto3" json:"subnet_tags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// security_group_ids are the groups of new ENIs; empty means the node's
 	// own groups.

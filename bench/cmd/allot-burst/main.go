@@ -43,7 +43,7 @@ func main() {
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
 		case "broker", "cloud":
-			os.Exit(child(os.Args[1], os.Args[2:]))
+			os.Exit(burst.RunChild("allot-burst", os.Args[1], os.Args[2:]))
 		}
 	}
 	os.Exit(run(os.Args[1:]))
@@ -283,46 +283,4 @@ func floats(name, list string) ([]float64, error) {
 		out = append(out, v)
 	}
 	return out, nil
-}
-
-// child runs one internal role until its stdin closes (the harness stops
-// it so, and a dead harness closes it too) or it is signalled.
-func child(role string, args []string) int {
-	fs := flag.NewFlagSet("allot-burst "+role, flag.ContinueOnError)
-	logFlags := logfmt.Register(fs, "warn")
-	var bc burst.BrokerConfig
-	var cc burst.CloudConfig
-	if role == "broker" {
-		bc.Flags(fs)
-	} else {
-		cc.Flags(fs)
-	}
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	lo, err := logFlags.Parse()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "allot-burst %s: %v\n", role, err)
-		return 2
-	}
-	log := logfmt.New(os.Stderr, lo).With("role", role)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	ctx, cancel := context.WithCancel(ctx)
-	go func() {
-		_, _ = io.Copy(io.Discard, os.Stdin)
-		cancel()
-	}()
-	if role == "broker" {
-		bc.Logger = log
-		err = burst.ServeBrokerChild(ctx, bc, os.Stdout)
-	} else {
-		cc.Logger = log
-		err = burst.ServeCloudChild(ctx, cc, os.Stdout)
-	}
-	if err != nil {
-		log.Error("failed", "err", err)
-		return 1
-	}
-	return 0
 }

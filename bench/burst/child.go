@@ -1,0 +1,57 @@
+package burst
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/allotnet/allot/internal/logfmt"
+)
+
+// RunChild runs one internal role of a benchmark command (prog), "broker"
+// or "cloud", from its arguments until its stdin closes (the harness stops
+// it so, and a dead harness closes it too) or it is signalled. It returns
+// the process's exit code.
+func RunChild(prog, role string, args []string) int {
+	fs := flag.NewFlagSet(prog+" "+role, flag.ContinueOnError)
+	logFlags := logfmt.Register(fs, "warn")
+	var bc BrokerConfig
+	var cc CloudConfig
+	if role == "broker" {
+		bc.Flags(fs)
+	} else {
+		cc.Flags(fs)
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	lo, err := logFlags.Parse()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s %s: %v\n", prog, role, err)
+		return 2
+	}
+	log := logfmt.New(os.Stderr, lo).With("role", role)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		cancel()
+	}()
+	if role == "broker" {
+		bc.Logger = log
+		err = ServeBrokerChild(ctx, bc, os.Stdout)
+	} else {
+		cc.Logger = log
+		err = ServeCloudChild(ctx, cc, os.Stdout)
+	}
+	if err != nil {
+		log.Error("failed", "err", err)
+		return 1
+	}
+	return 0
+}

@@ -159,16 +159,19 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.arrival.start(runCtx)
 	wg.Go(func() { _ = a.link.Run(runCtx) })
 
-	var g *grpc.Server
+	var g *cniserver.Mux
 	if a.cfg.SocketPath != "" {
 		lis, err := cniserver.Listen(a.cfg.SocketPath)
 		if err != nil {
 			return err
 		}
 		// The ADD's span; a plugin that sends trace context is its parent.
-		g = grpc.NewServer(grpc.StatsHandler(otelgrpc.NewServerHandler()))
-		cniserver.New(a, a.deps.Logger.With("component", "cniserver")).Register(g)
-		wg.Go(func() { _ = g.Serve(lis) })
+		gs := grpc.NewServer(grpc.StatsHandler(otelgrpc.NewServerHandler()))
+		srv := cniserver.New(a, a.deps.Logger.With("component", "cniserver"))
+		srv.Register(gs)
+		// The plugin's own wire and gRPC on the one socket.
+		g = cniserver.NewMux(lis, gs, srv)
+		wg.Go(func() { _ = g.Serve() })
 		a.log.Info("serving CNI", "socket", a.cfg.SocketPath)
 	}
 	intro, scrape, err := a.listenHTTP(&wg)
@@ -225,7 +228,7 @@ func (a *Agent) listenHTTP(wg *sync.WaitGroup) (*introspect.Server, *telemetry.L
 
 // shutdown stops the servers; CNI calls in flight get a bounded time to
 // finish (an ADD waiting for capacity may take up to MaxAddWait).
-func (a *Agent) shutdown(g *grpc.Server, intro *introspect.Server, scrape *telemetry.Listener) {
+func (a *Agent) shutdown(g *cniserver.Mux, intro *introspect.Server, scrape *telemetry.Listener) {
 	grace := a.cfg.MaxAddWait + 5*time.Second
 	if g != nil {
 		done := make(chan struct{})

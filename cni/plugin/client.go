@@ -1,36 +1,41 @@
 package plugin
 
 import (
-	"fmt"
+	"context"
 
-	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/credentials/insecure"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
-	"github.com/allotnet/allot/internal/telemetry/tracing"
-	allotv1 "github.com/allotnet/allot/proto/allot/v1"
+	"github.com/allotnet/allot/agent/cniserver/cniwire"
 )
 
-// dial opens the one connection this exec uses. The socket is root-only
-// (0600), so plaintext on it is as private as the filesystem. NewClient
-// does not connect yet; the first call does, and fails fast (no
-// wait-for-ready) when nothing listens, so a down agent costs no time. An
-// agent that accepts but never answers (frozen) costs ConnectTimeout.
-// With a tracer, each call carries the command's trace context (W3C
-// traceparent in the gRPC metadata), so the agent's spans join its trace.
-func (p *Plugin) dial(socket string) (allotv1.CNIServiceClient, func() error, error) {
-	opts := []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.DefaultConfig, MinConnectTimeout: ConnectTimeout}),
+// propagator carries the command's trace context to the agent: W3C trace
+// context and baggage, as allot's processes carry it between each other
+// (internal/telemetry/tracing.Propagator, which the plugin does not link).
+var propagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+
+// call makes one call to the agent on its socket, on the plugin's own wire
+// (cniwire: one connection, one write, two reads; no gRPC client to start).
+// A socket nobody serves fails at once (Unavailable); an agent that accepts
+// but never answers (frozen) costs ConnectTimeout; ctx's deadline bounds
+// the whole call and is the agent's deadline too. With a tracer, the call
+// is a client span under the command's, named as gRPC names the method,
+// and its trace context goes to the agent, whose spans join the trace.
+func (p *Plugin) call(ctx context.Context, socket string, m cniwire.Method, body []byte) ([]byte, error) {
+	req := cniwire.Request{Method: m, Body: body}
+	if p.Tracer == nil {
+		return cniwire.Call(ctx, socket, ConnectTimeout, req)
 	}
-	if p.Tracer != nil {
-		opts = append(opts, grpc.WithStatsHandler(otelgrpc.NewClientHandler(
-			otelgrpc.WithTracerProvider(p.Tracer), otelgrpc.WithPropagators(tracing.Propagator()))))
-	}
-	conn, err := grpc.NewClient("unix://"+socket, opts...)
+	ctx, span := p.Tracer.Tracer(tracerName).Start(ctx, m.FullName(), trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("rpc.system", "allot-cni"), attribute.String("rpc.method", m.String())))
+	defer span.End()
+	req.Headers = map[string]string{}
+	propagator.Inject(ctx, propagation.MapCarrier(req.Headers))
+	res, err := cniwire.Call(ctx, socket, ConnectTimeout, req)
 	if err != nil {
-		return nil, nil, fmt.Errorf("create agent client for %s: %w", socket, err)
+		span.SetStatus(codes.Error, err.Error())
 	}
-	return allotv1.NewCNIServiceClient(conn), conn.Close, nil
+	return res, err
 }

@@ -1,7 +1,7 @@
 // Package plugin is the allot CNI plugin: it parses what the runtime sends,
 // forwards ADD, DEL, CHECK, GC and STATUS to the node agent over its unix
 // socket, and prints typed CNI results and errors. It does no networking of
-// its own, so one exec costs one gRPC round trip.
+// its own, so one exec costs one round trip on the socket.
 package plugin
 
 import (

@@ -4,60 +4,61 @@ import (
 	"fmt"
 
 	"github.com/containernetworking/cni/pkg/types"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+
+	"github.com/allotnet/allot/agent/cniserver/cniwire"
 )
 
 // CodeCheckFailed is allot's own CNI error code (the spec leaves 100 and up
 // to plugins) for a CHECK that found the attachment not as recorded.
 const CodeCheckFailed uint = 100
 
-// cniCodes is the one table from the gRPC code of a failed agent call to the
-// CNI error code the runtime sees: Code for ADD, DEL, CHECK and GC, Status
-// for STATUS (where 50 means "cannot serve ADDs" and 51 "existing
-// containers may have limited connectivity"). Codes not in the table are
-// internal errors (999 / 51).
-var cniCodes = map[codes.Code]struct{ Code, Status uint }{
+// cniCodes is the one table from the code of a failed agent call (the
+// agent's error table, cniserver.ErrorCodes, or the plugin's own for an
+// agent it could not reach) to the CNI error code the runtime sees: Code
+// for ADD, DEL, CHECK and GC, Status for STATUS (where 50 means "cannot
+// serve ADDs" and 51 "existing containers may have limited connectivity").
+// Codes not in the table are internal errors (999 / 51).
+var cniCodes = map[cniwire.Code]struct{ Code, Status uint }{
 	// The agent's pool is empty and nothing arrived in time (ADD), or it is
 	// empty and can't be refilled (STATUS): no ADD can be served, which is
 	// 50; the pods already running keep their addresses, so not 51.
-	codes.ResourceExhausted: {types.ErrTryAgainLater, types.ErrPluginNotAvailable},
+	cniwire.ResourceExhausted: {types.ErrTryAgainLater, types.ErrPluginNotAvailable},
 	// No socket, connection refused, or the agent is starting.
-	codes.Unavailable: {types.ErrTryAgainLater, types.ErrPluginNotAvailable},
+	cniwire.Unavailable: {types.ErrTryAgainLater, types.ErrPluginNotAvailable},
 	// The agent did not answer within the netconf timeout.
-	codes.DeadlineExceeded: {types.ErrTryAgainLater, types.ErrPluginNotAvailable},
-	codes.Canceled:         {types.ErrTryAgainLater, types.ErrPluginNotAvailable},
+	cniwire.DeadlineExceeded: {types.ErrTryAgainLater, types.ErrPluginNotAvailable},
+	cniwire.Canceled:         {types.ErrTryAgainLater, types.ErrPluginNotAvailable},
 	// CHECK of an attachment the agent never saw.
-	codes.NotFound: {types.ErrUnknownContainer, types.ErrLimitedConnectivity},
+	cniwire.NotFound: {types.ErrUnknownContainer, types.ErrLimitedConnectivity},
 	// The key or netns the runtime passed (through CNI_* variables) is bad.
-	codes.InvalidArgument:    {types.ErrInvalidEnvironmentVariables, types.ErrLimitedConnectivity},
-	codes.FailedPrecondition: {CodeCheckFailed, types.ErrLimitedConnectivity},
+	cniwire.InvalidArgument:    {types.ErrInvalidEnvironmentVariables, types.ErrLimitedConnectivity},
+	cniwire.FailedPrecondition: {CodeCheckFailed, types.ErrLimitedConnectivity},
 	// An agent too old for this plugin.
-	codes.Unimplemented: {types.ErrIncompatibleCNIVersion, types.ErrPluginNotAvailable},
+	cniwire.Unimplemented: {types.ErrIncompatibleCNIVersion, types.ErrPluginNotAvailable},
 }
 
 // agentError turns a failed agent call into a typed CNI error for verb.
 func agentError(verb string, err error) *types.Error {
-	st, _ := status.FromError(err)
-	c, ok := cniCodes[st.Code()]
+	code := cniwire.CodeOf(err)
+	c, ok := cniCodes[code]
 	if !ok {
 		c.Code, c.Status = types.ErrInternal, types.ErrLimitedConnectivity
 	}
-	code := c.Code
+	cniCode := c.Code
 	if verb == "STATUS" {
-		code = c.Status
+		cniCode = c.Status
 	}
-	return types.NewError(code, fmt.Sprintf("allot agent %s failed: %s", verb, st.Message()), hint(st.Code()))
+	return types.NewError(cniCode, fmt.Sprintf("allot agent %s failed: %s", verb, cniwire.MessageOf(err)), hint(code))
 }
 
 // hint tells the operator what to do about the common failures.
-func hint(c codes.Code) string {
+func hint(c cniwire.Code) string {
 	switch c {
-	case codes.Unavailable:
+	case cniwire.Unavailable:
 		return "is allot-agent running and serving the agentSocket from the network config?"
-	case codes.DeadlineExceeded:
+	case cniwire.DeadlineExceeded:
 		return "the agent did not answer within the timeout from the network config"
-	case codes.ResourceExhausted:
+	case cniwire.ResourceExhausted:
 		return "no pod address available yet; the runtime will retry"
 	}
 	return ""
@@ -66,8 +67,8 @@ func hint(c codes.Code) string {
 // agentUnreachable reports whether err means the call never reached an
 // agent that could act on it, so a DEL must be queued.
 func agentUnreachable(err error) bool {
-	switch status.Code(err) {
-	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+	switch cniwire.CodeOf(err) {
+	case cniwire.Unavailable, cniwire.DeadlineExceeded, cniwire.Canceled:
 		return true
 	}
 	return false

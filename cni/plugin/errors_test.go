@@ -5,17 +5,16 @@ import (
 	"testing"
 
 	"github.com/containernetworking/cni/pkg/types"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/allotnet/allot/agent/cniserver"
+	"github.com/allotnet/allot/agent/cniserver/cniwire"
 )
 
 // TestEveryServerCodeIsMapped: each code the agent's error table can send
 // has a deliberate CNI code here, not the internal-error fallback.
 func TestEveryServerCodeIsMapped(t *testing.T) {
 	for _, ec := range cniserver.ErrorCodes {
-		if _, ok := cniCodes[ec.Code]; !ok {
+		if _, ok := cniCodes[cniwire.Code(ec.Code)]; !ok {
 			t.Errorf("agent error %q travels as %s, which the plugin does not map", ec.Err, ec.Code)
 		}
 	}
@@ -29,18 +28,18 @@ func TestAgentError(t *testing.T) {
 		want        uint
 		unreachable bool
 	}{
-		{status.Error(codes.ResourceExhausted, "pool empty"), "ADD", types.ErrTryAgainLater, false},
-		{status.Error(codes.ResourceExhausted, "pool empty"), "STATUS", types.ErrPluginNotAvailable, false},
-		{status.Error(codes.Unavailable, "no socket"), "ADD", types.ErrTryAgainLater, true},
-		{status.Error(codes.Unavailable, "no socket"), "STATUS", types.ErrPluginNotAvailable, true},
-		{status.Error(codes.DeadlineExceeded, "slow"), "DEL", types.ErrTryAgainLater, true},
-		{status.Error(codes.DeadlineExceeded, "slow"), "STATUS", types.ErrPluginNotAvailable, true},
-		{status.Error(codes.NotFound, "unknown"), "CHECK", types.ErrUnknownContainer, false},
-		{status.Error(codes.FailedPrecondition, "route missing"), "CHECK", CodeCheckFailed, false},
-		{status.Error(codes.InvalidArgument, "no netns"), "ADD", types.ErrInvalidEnvironmentVariables, false},
-		{status.Error(codes.Unimplemented, "old agent"), "GC", types.ErrIncompatibleCNIVersion, false},
-		{status.Error(codes.Internal, "netlink"), "ADD", types.ErrInternal, false},
-		{status.Error(codes.Internal, "netlink"), "STATUS", types.ErrLimitedConnectivity, false},
+		{cniwire.Errorf(cniwire.ResourceExhausted, "pool empty"), "ADD", types.ErrTryAgainLater, false},
+		{cniwire.Errorf(cniwire.ResourceExhausted, "pool empty"), "STATUS", types.ErrPluginNotAvailable, false},
+		{cniwire.Errorf(cniwire.Unavailable, "no socket"), "ADD", types.ErrTryAgainLater, true},
+		{cniwire.Errorf(cniwire.Unavailable, "no socket"), "STATUS", types.ErrPluginNotAvailable, true},
+		{cniwire.Errorf(cniwire.DeadlineExceeded, "slow"), "DEL", types.ErrTryAgainLater, true},
+		{cniwire.Errorf(cniwire.DeadlineExceeded, "slow"), "STATUS", types.ErrPluginNotAvailable, true},
+		{cniwire.Errorf(cniwire.NotFound, "unknown"), "CHECK", types.ErrUnknownContainer, false},
+		{cniwire.Errorf(cniwire.FailedPrecondition, "route missing"), "CHECK", CodeCheckFailed, false},
+		{cniwire.Errorf(cniwire.InvalidArgument, "no netns"), "ADD", types.ErrInvalidEnvironmentVariables, false},
+		{cniwire.Errorf(cniwire.Unimplemented, "old agent"), "GC", types.ErrIncompatibleCNIVersion, false},
+		{cniwire.Errorf(cniwire.Internal, "netlink"), "ADD", types.ErrInternal, false},
+		{cniwire.Errorf(cniwire.Internal, "netlink"), "STATUS", types.ErrLimitedConnectivity, false},
 		{errors.New("not a status"), "ADD", types.ErrInternal, false},
 	}
 	for _, tc := range cases {

@@ -15,9 +15,9 @@ import (
 	"github.com/containernetworking/cni/pkg/version"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/allotnet/allot/agent/cniserver/cniwire"
 	"github.com/allotnet/allot/cni/delqueue"
 	"github.com/allotnet/allot/internal/logfmt"
-	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 
 // Versions are the CNI spec versions the plugin speaks. CHECK needs 0.4.0,
@@ -38,8 +38,8 @@ type Plugin struct {
 	// Now is the clock for queue times.
 	Now func() time.Time
 	// Tracer makes a span of each command, parent of the agent's; its
-	// trace context goes to the agent in the gRPC metadata. Nil makes
-	// none (and sends none).
+	// trace context goes to the agent with the call. Nil makes none (and
+	// sends none).
 	Tracer trace.TracerProvider
 }
 
@@ -48,16 +48,14 @@ func (p *Plugin) Funcs() skel.CNIFuncs {
 	return skel.CNIFuncs{Add: p.Add, Del: p.Del, Check: p.Check, GC: p.GC, Status: p.Status}
 }
 
-// call is what every per-attachment command starts with: the parsed
-// netconf, CNI_ARGS, the request for the agent, and a client.
-type call struct {
-	conf   *NetConf
-	req    *allotv1.CNIRequest
-	client allotv1.CNIServiceClient
-	close  func() error
+// command is what every per-attachment command starts with: the parsed
+// netconf, CNI_ARGS and the request for the agent.
+type command struct {
+	conf *NetConf
+	req  cniwire.CNIRequest
 }
 
-func (p *Plugin) prepare(args *skel.CmdArgs) (*call, error) {
+func (p *Plugin) prepare(args *skel.CmdArgs) (*command, error) {
 	conf, err := parseNetConf(args.StdinData)
 	if err != nil {
 		return nil, err
@@ -66,21 +64,15 @@ func (p *Plugin) prepare(args *skel.CmdArgs) (*call, error) {
 	if err != nil {
 		return nil, err
 	}
-	client, closeFn, err := p.dial(conf.AgentSocket)
-	if err != nil {
-		return nil, types.NewError(types.ErrInternal, err.Error(), "")
-	}
-	return &call{
+	return &command{
 		conf: conf,
-		req: &allotv1.CNIRequest{
-			Attachment:   &allotv1.Attachment{Network: conf.Name, ContainerId: args.ContainerID, Ifname: args.IfName},
-			Netns:        args.Netns,
-			CniVersion:   conf.CNIVersion,
+		req: cniwire.CNIRequest{
+			Attachment:   cniwire.Attachment{Network: conf.Name, ContainerID: args.ContainerID, IfName: args.IfName},
+			NetNS:        args.Netns,
+			CNIVersion:   conf.CNIVersion,
 			PodNamespace: string(k8s.K8S_POD_NAMESPACE),
 			PodName:      string(k8s.K8S_POD_NAME),
 		},
-		client: client,
-		close:  closeFn,
 	}, nil
 }
 
@@ -93,12 +85,15 @@ func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
 	if err != nil {
 		return err
 	}
-	defer c.close()
 	ctx, cancel := context.WithTimeout(ctx, c.conf.timeout)
 	defer cancel()
-	res, err := c.client.Add(ctx, c.req)
+	body, err := p.call(ctx, c.conf.AgentSocket, cniwire.MethodAdd, c.req.Marshal())
 	if err != nil {
 		return agentError("ADD", err)
+	}
+	res, err := cniwire.UnmarshalAddResult(body)
+	if err != nil {
+		return types.NewError(types.ErrInternal, "allot agent returned a malformed result", err.Error())
 	}
 	result, err := buildResult(res, args.IfName, args.Netns, c.conf.DNS)
 	if err != nil {
@@ -116,16 +111,16 @@ func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
 
 // buildResult makes the CNI result for what the agent set up: the host
 // veth, the pod interface, its /32 and a default route via the gateway.
-func buildResult(res *allotv1.CNIAddResult, ifName, netns string, dns types.DNS) (*current.Result, error) {
-	addr, err := netip.ParsePrefix(res.GetAddress())
+func buildResult(res cniwire.AddResult, ifName, netns string, dns types.DNS) (*current.Result, error) {
+	addr, err := netip.ParsePrefix(res.Address)
 	if err != nil {
-		return nil, fmt.Errorf("address %q: %w", res.GetAddress(), err)
+		return nil, fmt.Errorf("address %q: %w", res.Address, err)
 	}
 	if !addr.Addr().Is4() || addr.Bits() != 32 {
-		return nil, fmt.Errorf("address %q is not an IPv4 /32", res.GetAddress())
+		return nil, fmt.Errorf("address %q is not an IPv4 /32", res.Address)
 	}
 	gw := PodGateway
-	if g := res.GetGateway(); g != "" {
+	if g := res.Gateway; g != "" {
 		if gw, err = netip.ParseAddr(g); err != nil {
 			return nil, fmt.Errorf("gateway %q: %w", g, err)
 		}
@@ -133,8 +128,8 @@ func buildResult(res *allotv1.CNIAddResult, ifName, netns string, dns types.DNS)
 	return &current.Result{
 		CNIVersion: current.ImplementedSpecVersion,
 		Interfaces: []*current.Interface{
-			{Name: res.GetHostIfname(), Mac: res.GetHostMac()},
-			{Name: ifName, Mac: res.GetContainerMac(), Sandbox: netns},
+			{Name: res.HostIfName, Mac: res.HostMAC},
+			{Name: ifName, Mac: res.ContainerMAC, Sandbox: netns},
 		},
 		IPs: []*current.IPConfig{{
 			Interface: current.Int(1),
@@ -168,7 +163,6 @@ func (p *Plugin) Del(args *skel.CmdArgs) (err error) {
 	if err != nil {
 		return err
 	}
-	defer c.close()
 	// A prevResult that can't be parsed must not block a DEL; the agent
 	// has its own record of the attachment.
 	if prev, err := c.conf.parsePrevResult(); err == nil {
@@ -176,7 +170,7 @@ func (p *Plugin) Del(args *skel.CmdArgs) (err error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.conf.bound(DelTimeout))
 	defer cancel()
-	_, err = c.client.Del(ctx, c.req)
+	_, err = p.call(ctx, c.conf.AgentSocket, cniwire.MethodDel, c.req.Marshal())
 	if err == nil {
 		return nil
 	}
@@ -191,13 +185,13 @@ func (p *Plugin) Del(args *skel.CmdArgs) (err error) {
 }
 
 // queueDel writes the DEL the agent could not take (agentErr) to the queue.
-func (p *Plugin) queueDel(c *call, agentErr error) error {
+func (p *Plugin) queueDel(c *command, agentErr error) error {
 	e := delqueue.Entry{
 		Network:      c.req.Attachment.Network,
-		ContainerID:  c.req.Attachment.ContainerId,
-		IfName:       c.req.Attachment.Ifname,
-		NetNS:        c.req.Netns,
-		CNIVersion:   c.req.CniVersion,
+		ContainerID:  c.req.Attachment.ContainerID,
+		IfName:       c.req.Attachment.IfName,
+		NetNS:        c.req.NetNS,
+		CNIVersion:   c.req.CNIVersion,
 		PodNamespace: c.req.PodNamespace,
 		PodName:      c.req.PodName,
 		QueuedAt:     p.now(),
@@ -223,7 +217,6 @@ func (p *Plugin) Check(args *skel.CmdArgs) (err error) {
 	if err != nil {
 		return err
 	}
-	defer c.close()
 	prev, err := c.conf.parsePrevResult()
 	if err != nil {
 		return err
@@ -234,7 +227,7 @@ func (p *Plugin) Check(args *skel.CmdArgs) (err error) {
 	c.req.PrevResult = prev
 	ctx, cancel := context.WithTimeout(ctx, c.conf.timeout)
 	defer cancel()
-	if _, err := c.client.Check(ctx, c.req); err != nil {
+	if _, err := p.call(ctx, c.conf.AgentSocket, cniwire.MethodCheck, c.req.Marshal()); err != nil {
 		return agentError("CHECK", err)
 	}
 	return nil
@@ -253,18 +246,13 @@ func (p *Plugin) GC(args *skel.CmdArgs) (err error) {
 	if err != nil {
 		return err
 	}
-	client, closeFn, err := p.dial(conf.AgentSocket)
-	if err != nil {
-		return types.NewError(types.ErrInternal, err.Error(), "")
-	}
-	defer closeFn()
-	req := &allotv1.CNIGCRequest{Network: conf.Name, Valid: make([]*allotv1.Attachment, 0, len(valid))}
+	req := cniwire.GCRequest{Network: conf.Name, Valid: make([]cniwire.Attachment, 0, len(valid))}
 	for _, a := range valid {
-		req.Valid = append(req.Valid, &allotv1.Attachment{Network: conf.Name, ContainerId: a.ContainerID, Ifname: a.IfName})
+		req.Valid = append(req.Valid, cniwire.Attachment{Network: conf.Name, ContainerID: a.ContainerID, IfName: a.IfName})
 	}
 	ctx, cancel := context.WithTimeout(ctx, conf.timeout)
 	defer cancel()
-	if _, err := client.GC(ctx, req); err != nil {
+	if _, err := p.call(ctx, conf.AgentSocket, cniwire.MethodGC, req.Marshal()); err != nil {
 		return agentError("GC", err)
 	}
 	return nil
@@ -280,14 +268,9 @@ func (p *Plugin) Status(args *skel.CmdArgs) (err error) {
 	if err != nil {
 		return err
 	}
-	client, closeFn, err := p.dial(conf.AgentSocket)
-	if err != nil {
-		return types.NewError(types.ErrPluginNotAvailable, err.Error(), "")
-	}
-	defer closeFn()
 	ctx, cancel := context.WithTimeout(ctx, conf.bound(StatusTimeout))
 	defer cancel()
-	if _, err := client.Status(ctx, &allotv1.CNIStatusRequest{}); err != nil {
+	if _, err := p.call(ctx, conf.AgentSocket, cniwire.MethodStatus, nil); err != nil {
 		return agentError("STATUS", err)
 	}
 	return nil

@@ -9,6 +9,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
+const tracerName = "github.com/allotnet/allot/cni/plugin"
+
 // span starts the command's span, the root of the trace the agent's and
 // the broker's spans for this call join; end records the command's error.
 // Without a tracer both are no-ops.
@@ -17,7 +19,7 @@ func (p *Plugin) span(verb string, args *skel.CmdArgs) (context.Context, func(er
 	if p.Tracer == nil {
 		return ctx, func(error) {}
 	}
-	ctx, span := p.Tracer.Tracer("github.com/allotnet/allot/cni/plugin").Start(ctx, "allot CNI "+verb,
+	ctx, span := p.Tracer.Tracer(tracerName).Start(ctx, "allot CNI "+verb,
 		trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(attribute.String("cni.container_id", args.ContainerID), attribute.String("cni.ifname", args.IfName)))
 	return ctx, func(err error) {

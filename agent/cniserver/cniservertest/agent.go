@@ -16,7 +16,7 @@ type Agent struct {
 	// Socket is the socket path, under a short temporary dir (unix socket
 	// paths are limited to 108 bytes, which t.TempDir can exceed).
 	Socket string
-	grpc   *grpc.Server
+	mux    *cniserver.Mux
 	stop   sync.Once
 }
 
@@ -40,14 +40,15 @@ func ServeAt(t testing.TB, path string, b cniserver.Backend) *Agent {
 		t.Fatalf("listen: %v", err)
 	}
 	g := grpc.NewServer()
-	cniserver.New(b, nil).Register(g)
-	a := &Agent{Socket: path, grpc: g}
-	go g.Serve(lis) //nolint:errcheck // returns when stopped
+	srv := cniserver.New(b, nil)
+	srv.Register(g)
+	a := &Agent{Socket: path, mux: cniserver.NewMux(lis, g, srv)}
+	go a.mux.Serve() //nolint:errcheck // returns when stopped
 	t.Cleanup(a.Stop)
 	return a
 }
 
 // Stop stops serving and removes the socket, as a dead agent leaves it.
 func (a *Agent) Stop() {
-	a.stop.Do(a.grpc.Stop)
+	a.stop.Do(a.mux.Stop)
 }

@@ -29,10 +29,12 @@ const (
 	// Failing early gains nothing: the runtime tears the sandbox down and
 	// kubelet requeues the pod only after 10 to 15 s of back-off, and
 	// capacity that arrives meanwhile waits unused, so an ADD waits as long
-	// as it safely can. It stays under the plugin's own timeout (60 s), so
-	// the runtime gets the typed error rather than a timeout, and well
-	// under kubelet's runtime request timeout (2 min).
-	DefaultMaxAddWait = 50 * time.Second
+	// as it safely can: 5 s under the plugin's own ADD timeout (105 s), so
+	// the runtime gets the pod or the typed error rather than a timeout,
+	// which in turn leaves kubelet's runtime request timeout (2 min) room
+	// for the failed sandbox's teardown (cni/plugin's config.go has the
+	// whole chain).
+	DefaultMaxAddWait = 100 * time.Second
 	// DefaultDelQueueInterval is how often the plugin's DEL queue is
 	// replayed after start.
 	DefaultDelQueueInterval = time.Minute

@@ -19,6 +19,7 @@ import (
 	"github.com/allotnet/allot/agent/identity"
 	"github.com/allotnet/allot/agent/pool"
 	"github.com/allotnet/allot/awssim"
+	"github.com/allotnet/allot/cni/plugin"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 
@@ -186,7 +187,7 @@ func (f *allotFleet) describeMissing() string {
 func (f *allotFleet) backends() []cni {
 	out := make([]cni, len(f.nodes))
 	for i, n := range f.nodes {
-		out[i] = n.agent
+		out[i] = pluginBound{cni: n.agent, timeout: f.cfg.wall(plugin.DefaultTimeout)}
 	}
 	return out
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/allotnet/allot/agent/cniserver"
+	"github.com/allotnet/allot/cni/plugin"
 )
 
 // cni is what a pod's sandbox setup calls on its node: the agent's CNI
@@ -27,22 +28,43 @@ type cni interface {
 // wait.Jitter(backOffPeriod, 0.5) = 10 to 15 s (pkg/kubelet/kubelet.go
 // backOffPeriod, pod_workers.go workerBackOffPeriodJitterFactor); the next
 // sync creates a new sandbox, with a new container ID. There is no
-// exponential growth for sandbox failures.
+// exponential growth for sandbox failures. kubelet bounds RunPodSandbox,
+// the call that runs the CNI ADD, by twice its --runtime-request-timeout
+// (k8s.io/cri-client remote_runtime.go): 4 min by default. The CNI plugin's
+// own ADD timeout, shorter, is the plugin's business (pluginBound).
 type kubeletModel struct {
 	// Backoff and Jitter are simulated; Scale turns them into wall time.
 	Backoff time.Duration
 	Jitter  float64
-	// RequestTimeout bounds one CNI ADD (kubelet's runtime request
-	// timeout, 2 min), simulated.
-	RequestTimeout time.Duration
-	Scale          float64
+	// RuntimeRequestTimeout is kubelet's --runtime-request-timeout,
+	// simulated.
+	RuntimeRequestTimeout time.Duration
+	Scale                 float64
 }
 
 func defaultKubelet(scale float64) kubeletModel {
-	return kubeletModel{Backoff: 10 * time.Second, Jitter: 0.5, RequestTimeout: 2 * time.Minute, Scale: scale}
+	return kubeletModel{Backoff: 10 * time.Second, Jitter: 0.5, RuntimeRequestTimeout: plugin.RuntimeRequestTimeout, Scale: scale}
 }
 
 func (k kubeletModel) wall(d time.Duration) time.Duration { return time.Duration(float64(d) / k.Scale) }
+
+// sandboxTimeout bounds one RunPodSandbox, in wall time.
+func (k kubeletModel) sandboxTimeout() time.Duration { return k.wall(2 * k.RuntimeRequestTimeout) }
+
+// pluginBound is a node's CNI as allot's plugin calls it: each ADD bounded
+// by the plugin's ADD timeout (the netconf's, its default here, in wall
+// time); past it the plugin answers "try again later", as the agent would
+// have AgentMargin earlier.
+type pluginBound struct {
+	cni
+	timeout time.Duration
+}
+
+func (b pluginBound) Add(ctx context.Context, req cniserver.Request) (cniserver.AddResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	return b.cni.Add(ctx, req)
+}
 
 // retryDelay is one requeue delay in wall time.
 func (k kubeletModel) retryDelay() time.Duration {
@@ -113,7 +135,7 @@ func runPod(ctx context.Context, k kubeletModel, b cni, node, pod int, requested
 			PodNamespace: "burst",
 			PodName:      fmt.Sprintf("burst-%d-%d", node, pod),
 		}
-		actx, cancel := context.WithTimeout(context.WithValue(ctx, hotPathKey{}, true), k.wall(k.RequestTimeout))
+		actx, cancel := context.WithTimeout(context.WithValue(ctx, hotPathKey{}, true), k.sandboxTimeout())
 		res, err := b.Add(actx, req)
 		cancel()
 		if err == nil {

@@ -22,7 +22,7 @@ import (
 // Defaults for the netconf fields the runtime may leave out, and the bounds
 // of each call to the agent. The agent answers on a local socket in
 // microseconds when it is healthy, so every bound below is about what an
-// unhealthy agent may cost the runtime:
+// unhealthy agent, or an ADD waiting for addresses, may cost the runtime:
 //
 //   - ConnectTimeout: the gRPC handshake on the socket. An agent that is
 //     frozen (SIGSTOP) or wedged accepts connections into the kernel's
@@ -33,21 +33,60 @@ import (
 //     checkpoint write, well under a second). Past the bound the DEL is
 //     queued for the agent to replay (see Plugin.Del), so a slow agent never
 //     holds up the runtime's sandbox teardown for the ADD timeout.
-//   - the netconf "timeout" (DefaultTimeout): ADD, CHECK and GC. An ADD may
-//     wait on the agent for addresses the broker is delivering, so this is
-//     longer than the agent's own bounded wait (50 s), so that the agent's
-//     "try again later" reaches the runtime rather than our timeout.
+//   - the netconf "timeout" (DefaultTimeout): ADD, CHECK and GC.
+//
+// The ADD timeout is one link of a chain. An ADD that finds the node's pool
+// empty waits in the agent (its --max-add-wait, 100 s by default) for
+// addresses the broker is delivering, because failing early gains nothing:
+// kubelet brings the pod back only 10 to 15 s later. The agent's wait ends
+// AgentMargin (5 s) before our timeout, so the agent's "try again later" (or the address,
+// and the pod's wiring) reaches the runtime rather than our timeout. Our
+// timeout in turn ends before the runtime gives up on the sandbox: kubelet
+// bounds every runtime call by its --runtime-request-timeout (2 min by
+// default; RunPodSandbox, which runs the ADD, gets twice that), and within
+// that call the runtime must still tear the failed sandbox down (our DEL,
+// bounded by DelTimeout) and answer. MaxAddTimeout is what is left: 2 min
+// less DelTimeout less 5 s for the runtime's own work (the network
+// namespace, other plugins of the list). A longer timeout is not refused —
+// the plugin cannot see kubelet's flag, which may have been raised — but an
+// ADD with one logs a warning.
 //
 // A netconf timeout shorter than StatusTimeout or DelTimeout bounds those
 // calls too.
 const (
 	DefaultAgentSocket = "/run/allot/cni.sock"
 	DefaultDelQueueDir = "/var/lib/allot/del-queue"
-	DefaultTimeout     = 60 * time.Second
+	DefaultTimeout     = 105 * time.Second
 	ConnectTimeout     = 2 * time.Second
 	StatusTimeout      = 2 * time.Second
 	DelTimeout         = 10 * time.Second
+
+	// AgentMargin is how long before the ADD timeout the agent's wait for
+	// addresses ends, for it to wire the pod or say "try again later" in
+	// time: the agent's --max-add-wait is at most DefaultTimeout less this.
+	AgentMargin = 5 * time.Second
+	// RuntimeRequestTimeout is kubelet's default --runtime-request-timeout.
+	RuntimeRequestTimeout = 2 * time.Minute
+	// RuntimeMargin is what the ADD bounds leave the runtime for its own
+	// work around our ADD and DEL within one request.
+	RuntimeMargin = 5 * time.Second
+	// MaxAddTimeout is the longest ADD timeout that leaves kubelet's
+	// default runtime request timeout room for the failed sandbox's DEL
+	// and the runtime's own work.
+	MaxAddTimeout = RuntimeRequestTimeout - DelTimeout - RuntimeMargin
 )
+
+// TimeoutWarning says what is wrong with an ADD timeout longer than
+// MaxAddTimeout; it is empty for one within it.
+func TimeoutWarning(d time.Duration) string {
+	if d <= MaxAddTimeout {
+		return ""
+	}
+	return fmt.Sprintf("the network config's timeout %v is above %v: with kubelet's default --runtime-request-timeout (%v) "+
+		"the runtime may give up on a sandbox before an ADD that waits for addresses is answered and its sandbox torn down; "+
+		"lower the timeout (and the agent's --max-add-wait below it), or ignore this if kubelet's timeout was raised",
+		d, MaxAddTimeout, RuntimeRequestTimeout)
+}
 
 // NetConf is the plugin's network configuration from stdin.
 type NetConf struct {

@@ -85,6 +85,9 @@ func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
 	if err != nil {
 		return err
 	}
+	if w := TimeoutWarning(c.conf.timeout); w != "" {
+		p.log(c.conf).Warn("ADD timeout too long for the runtime", "timeout", c.conf.timeout.String(), "why", w)
+	}
 	ctx, cancel := context.WithTimeout(ctx, c.conf.timeout)
 	defer cancel()
 	body, err := p.call(ctx, c.conf.AgentSocket, cniwire.MethodAdd, c.req.Marshal())

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/allotnet/allot/cni/plugin"
+
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -85,7 +87,7 @@ func TestConflistMatchesTheAgent(t *testing.T) {
 	}
 	var list struct {
 		Plugins []struct {
-			Type, AgentSocket, DelQueueDir string
+			Type, AgentSocket, DelQueueDir, Timeout string
 		}
 	}
 	if err := json.Unmarshal([]byte(data), &list); err != nil || len(list.Plugins) != 1 {
@@ -99,6 +101,18 @@ func TestConflistMatchesTheAgent(t *testing.T) {
 	if pl.AgentSocket != args["socket"] || pl.DelQueueDir != args["del-queue-dir"] {
 		t.Errorf("conflist agentSocket %q delQueueDir %q; agent --socket %q --del-queue-dir %q",
 			pl.AgentSocket, pl.DelQueueDir, args["socket"], args["del-queue-dir"])
+	}
+	// The agent's wait for addresses ends in time for its answer to beat
+	// the plugin's ADD timeout, which ends in time for the runtime.
+	timeout, err := time.ParseDuration(pl.Timeout)
+	if err != nil {
+		t.Fatalf("conflist timeout %q: %v (the agent's wait is checked against it: set it explicitly)", pl.Timeout, err)
+	}
+	if wait, err := time.ParseDuration(args["max-add-wait"]); err != nil || wait+plugin.AgentMargin > timeout {
+		t.Errorf("agent --max-add-wait %q (%v) must end %v before the conflist's timeout %v", args["max-add-wait"], err, plugin.AgentMargin, timeout)
+	}
+	if w := plugin.TimeoutWarning(timeout); w != "" {
+		t.Errorf("conflist timeout: %s", w)
 	}
 	// The plugin runs on the host: each path must be a hostPath mounted at
 	// the same path in the agent, so both see one file.

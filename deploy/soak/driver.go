@@ -10,14 +10,16 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 
+	"github.com/allotnet/allot/cni/plugin"
 	"github.com/allotnet/allot/deploy/cluster"
 )
 
 // addBound is the longest one ADD may take before the runtime gives up on
-// it: the agent's own wait for capacity (50 s) and then some. An ADD that
+// it: kubelet's runtime request timeout, which the plugin's ADD timeout
+// (and the agent's wait for capacity within it) stays under. An ADD that
 // neither succeeds nor answers a CNI error within it breaks the
 // "every ADD answers" invariant.
-const addBound = 90 * time.Second
+const addBound = plugin.RuntimeRequestTimeout
 
 // drive starts the driver of every node; it runs until the run's context
 // ends (nodesWG says when). Nodes that join meanwhile (replacing a

@@ -118,7 +118,7 @@ func poolFlags(fs *flag.FlagSet, a *daemon.Config) (mode *string) {
 	fs.DurationVar(&a.Cooldown, "cooldown", pool.DefaultCooldown, "how long a freed pod address rests before reuse")
 	fs.DurationVar(&a.MaxAddWait, "max-add-wait", daemon.DefaultMaxAddWait,
 		"how long an ADD waits on an empty pool for capacity on its way before answering try-again-later "+
-			"(keep below the plugin's 60s timeout; an early failure costs the pod kubelet's 10-15s back-off)")
+			"(at most "+(plugin.DefaultTimeout-plugin.AgentMargin).String()+", 5s under the plugin's ADD timeout; an early failure costs the pod kubelet's 10-15s back-off)")
 	fs.DurationVar(&a.RetryLinger, "retry-linger", pool.DefaultRetryLinger,
 		"how long an ADD that gave up waiting still counts in the node's demand: kubelet retries its pod 10-15s later")
 	fs.StringVar(&a.CheckpointPath, "checkpoint", "/var/lib/allot/checkpoint.json", "allocation checkpoint file")
@@ -169,6 +169,11 @@ func (c *config) finish(raw rawFlags) error {
 	}
 	if err := allotv1.CheckNodeName(a.NodeName); err != nil {
 		return fmt.Errorf("--node-name: %w", err) // the broker would refuse every registration
+	}
+	if limit := plugin.DefaultTimeout - plugin.AgentMargin; a.MaxAddWait > limit {
+		return fmt.Errorf("--max-add-wait %v is above %v: the plugin gives up on an ADD after its timeout (%v) "+
+			"and the agent must answer %v before that, with the pod wired or \"try again later\"", a.MaxAddWait, limit,
+			plugin.DefaultTimeout, plugin.AgentMargin)
 	}
 	if a.Cooldown == 0 {
 		a.Cooldown = -1 // an explicit 0 on the command line means none

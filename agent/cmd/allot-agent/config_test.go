@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/allotnet/allot/agent/daemon"
+	"github.com/allotnet/allot/cni/plugin"
 )
 
 func TestParseFlagsRequiresEndpoints(t *testing.T) {
@@ -68,8 +69,8 @@ func TestParseFlags(t *testing.T) {
 	if d.agent.SocketPath != "/run/allot/cni.sock" || d.agent.DelQueueDir != "/var/lib/allot/del-queue" || d.agent.Cooldown != 30*time.Second {
 		t.Errorf("defaults %+v", d.agent)
 	}
-	// Demand updates coalesce over 100 ms; ADDs wait 50 s on an empty pool.
-	if d.agent.DemandInterval != 100*time.Millisecond || d.agent.MaxAddWait != 50*time.Second {
+	// Demand updates coalesce over 100 ms; ADDs wait 100 s on an empty pool.
+	if d.agent.DemandInterval != 100*time.Millisecond || d.agent.MaxAddWait != 100*time.Second {
 		t.Errorf("defaults: demand interval %v, max add wait %v", d.agent.DemandInterval, d.agent.MaxAddWait)
 	}
 	z, err := parseFlags([]string{"--imds-endpoint=http://127.0.0.1:9999", "--broker=b:1", "--demand-interval=0"}, io.Discard)
@@ -78,5 +79,25 @@ func TestParseFlags(t *testing.T) {
 	}
 	if z.agent.DemandInterval >= 0 {
 		t.Errorf("--demand-interval=0 gave %v, want negative (every change at once)", z.agent.DemandInterval)
+	}
+}
+
+// TestMaxAddWaitBound: the agent's wait for addresses ends in time for its
+// answer to reach the plugin before the plugin's ADD timeout, by default
+// and as a flag; a longer wait is refused, naming the bound.
+func TestMaxAddWaitBound(t *testing.T) {
+	if limit := plugin.DefaultTimeout - plugin.AgentMargin; daemon.DefaultMaxAddWait > limit || daemon.DefaultMaxAddWait <= 0 {
+		t.Errorf("default max add wait %v, want positive and at most %v (the plugin's ADD timeout %v less %v)",
+			daemon.DefaultMaxAddWait, limit, plugin.DefaultTimeout, plugin.AgentMargin)
+	}
+	base := []string{"--imds-endpoint=http://127.0.0.1:9999", "--broker=b:1"}
+	for wait, ok := range map[string]bool{"100s": true, "30s": true, "101s": false, "2m": false} {
+		_, err := parseFlags(append(base, "--max-add-wait="+wait), io.Discard)
+		if ok && err != nil {
+			t.Errorf("--max-add-wait=%s: %v", wait, err)
+		}
+		if !ok && (err == nil || !strings.Contains(err.Error(), "--max-add-wait") || !strings.Contains(err.Error(), "1m40s")) {
+			t.Errorf("--max-add-wait=%s: err %v, want a refusal naming the flag and the 1m40s bound", wait, err)
+		}
 	}
 }

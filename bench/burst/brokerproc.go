@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"google.golang.org/grpc"
 	"log/slog"
 	"net"
 	"net/http"
@@ -15,6 +14,10 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/allotnet/allot/broker/ratelimit"
 
 	"github.com/allotnet/allot/bench/lowerbound"
 	"github.com/allotnet/allot/broker/brokerd"
@@ -109,6 +112,42 @@ type BrokerStats struct {
 	// EtcdRevision is etcd's revision: it rises by one per transaction
 	// that changed a key, whoever wrote it.
 	EtcdRevision int64 `json:"etcd_revision"`
+	// Buckets are the broker's own token buckets for the burst's calls,
+	// by EC2 action: what each holds now and its size. At a share below 1
+	// they refill slower than EC2's, so they are still filling after
+	// EC2's are full again.
+	Buckets map[string]BucketLevel `json:"buckets"`
+}
+
+// BucketLevel is one client-side token bucket's content, size and refill
+// (tokens per wall-clock second: the limiter runs on the wall clock, its
+// refill scaled by the time scale).
+type BucketLevel struct {
+	Tokens float64 `json:"tokens"`
+	Size   int     `json:"size"`
+	Refill float64 `json:"refill"`
+}
+
+// bucketsFull reports whether every bucket listed holds its size.
+func bucketsFull(levels map[string]BucketLevel) bool {
+	for _, b := range levels {
+		if b.Tokens < float64(b.Size)-0.01 {
+			return false
+		}
+	}
+	return true
+}
+
+// fillTime is the longest any of the buckets takes to fill from empty, in
+// wall-clock time.
+func fillTime(levels map[string]BucketLevel) time.Duration {
+	var most time.Duration
+	for _, b := range levels {
+		if b.Refill > 0 {
+			most = max(most, time.Duration(float64(b.Size)/b.Refill*float64(time.Second)))
+		}
+	}
+	return most
 }
 
 // Broker is a running benchmark broker, in this process.
@@ -190,8 +229,19 @@ func (b *Broker) Stats() BrokerStats {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	s.EtcdRevision, _ = b.b.Store().Revision(ctx)
+	if lim := b.b.EC2().Limiter(); lim != nil {
+		s.Buckets = map[string]BucketLevel{}
+		for _, action := range burstActions {
+			c := ratelimit.ClassOf(action, true)
+			b := lim.Bucket(c)
+			s.Buckets[action] = BucketLevel{Tokens: lim.Tokens(c), Size: b.Size, Refill: b.Refill}
+		}
+	}
 	return s
 }
+
+// burstActions are the EC2 actions of a burst's calls.
+var burstActions = []string{planner.CallAssign, planner.CallCreate, planner.CallAttach, planner.CallModify}
 
 // plannedCalls is the EC2 calls the planned actions cost, by action name
 // (lowerbound.MinCalls of a plan of that many actions of each kind).

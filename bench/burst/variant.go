@@ -149,7 +149,7 @@ func runVariant(ctx context.Context, cfg Config, v Variant, work string) (res Re
 		}
 		progress("idle: %.1f etcd writes/s, %.1f revisions/s (simulated seconds)", res.Idle.WritesPerSec, res.Idle.RevisionsPerSec)
 	}
-	if err := waitBucketsFull(ctx, cfg, cloud.admin); err != nil {
+	if err := waitBucketsFull(ctx, cfg, cloud.admin, broker); err != nil {
 		return res, err
 	}
 	res.SetupWall = time.Since(setupStart).Seconds()
@@ -466,10 +466,14 @@ func waitQuiet(ctx context.Context, cfg Config, a *admin) error {
 var burstBuckets = []string{"CreateNetworkInterface", "AssignPrivateIpAddresses", "ModifyNetworkInterfaceAttribute", "mutating"}
 
 // waitBucketsFull waits until the burst's buckets are full again after the
-// warm-up, then one more simulated second so the broker's client-side
-// buckets (same refill, same or smaller size) are full too.
-func waitBucketsFull(ctx context.Context, cfg Config, a *admin) error {
+// warm-up, EC2's and, with allot, the broker's own: at a share below 1 the
+// broker's refill slower than EC2's and are still filling when EC2's are
+// full. A broker bucket that paces (it was throttled) never shows full, so
+// the broker's are waited for at most twice the time they take to fill
+// from empty. Then one more simulated second.
+func waitBucketsFull(ctx context.Context, cfg Config, a *admin, broker *brokerHandle) error {
 	deadline := time.Now().Add(cfg.wall(10 * time.Minute))
+	var brokerDeadline time.Time
 	for {
 		st, err := a.Throttle(ctx)
 		if err != nil {
@@ -481,11 +485,22 @@ func waitBucketsFull(ctx context.Context, cfg Config, a *admin) error {
 				full = false
 			}
 		}
+		var mine map[string]BucketLevel
+		if broker != nil && full {
+			bs, err := broker.stats(ctx)
+			if err != nil {
+				return err
+			}
+			if brokerDeadline.IsZero() {
+				brokerDeadline = time.Now().Add(2 * fillTime(bs.Buckets))
+			}
+			mine, full = bs.Buckets, bucketsFull(bs.Buckets) || time.Now().After(brokerDeadline)
+		}
 		if full {
 			break
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("EC2 buckets not full 10 minutes (simulated) after the warm-up: %v", st.Tokens)
+			return fmt.Errorf("EC2 buckets not full 10 minutes (simulated) after the warm-up: EC2's %v, the broker's %v", st.Tokens, mine)
 		}
 		select {
 		case <-ctx.Done():

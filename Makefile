@@ -21,7 +21,7 @@ LDFLAGS     := -X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).commit=$(COMMI
 # Every main package in the repository, built into bin/ under its own name.
 COMMANDS := $(shell $(GO) list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./... 2>/dev/null)
 
-.PHONY: all build images test fuzz proto lint tools clean demo soak bench-cni bench-burst bench-burst-quick bench-sweep bench-scale
+.PHONY: all build images test fuzz proto lint tools clean demo soak bench-cni bench-burst bench-burst-quick bench-sweep bench-scale bench-updown
 
 all: build
 
@@ -96,6 +96,15 @@ bench-sweep: build
 	@mkdir -p $(SWEEP_DIR)
 	$(BIN)/allot-burst $(SWEEP_FLAGS) --node-counts 100,250,500,1000 --seeds 1,2,3 > $(SWEEP_DIR)/sizes.txt
 	$(BIN)/allot-burst $(SWEEP_FLAGS) --node-counts 100,250 --time-scales 5,2,1 --seeds 1,2,3 > $(SWEEP_DIR)/time-scales.txt
+
+# bench-updown is the way back down and up again: the 500-node burst, every
+# pod deleted, the pools back at their warm targets (excess released after
+# each agent's acknowledgement), then the burst again; calls against their
+# minimum, the time back at warm, in-use addresses freed (must be 0) and
+# the second burst against its floor (docs/benchmarks.md). About 5 minutes.
+UPDOWN_FLAGS ?= --nodes 500 --pods-per-node 46
+bench-updown: build
+	$(BIN)/allot-scale --updown $(UPDOWN_FLAGS)
 
 # bench-cni measures ADD/DEL latency through the plugin binary in real
 # network namespaces next to the reference ptp + host-local plugins (which

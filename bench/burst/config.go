@@ -22,6 +22,7 @@ import (
 	"io"
 	"log/slog"
 	"os/exec"
+	"slices"
 	"time"
 
 	"github.com/allotnet/allot/agent/daemon"
@@ -131,6 +132,9 @@ type Config struct {
 	// are counted while every node is joined and warm and nothing else
 	// happens, before the burst (Result.Idle).
 	IdleWindow time.Duration
+	// UpDown, if set, follows every allot burst with the way back down
+	// and up again (runUpDown; secondary-IP mode only).
+	UpDown *UpDown
 	// OnResult, if set, receives each variant's result as soon as it is
 	// known, failed or not.
 	OnResult func(Result)
@@ -294,6 +298,9 @@ func (c Config) Validate() error {
 		return errors.New("join batch must be at least 1")
 	case c.AccountScale < 0 || c.AccountScale > 1:
 		return errors.New("account scale must be a fraction in (0, 1]")
+	}
+	if c.UpDown != nil && slices.Contains(c.Modes, daemon.ModePrefix) {
+		return errors.New("the way down and up again is measured in secondary-IP mode only")
 	}
 	for _, e := range c.TableErrors {
 		if !(e > -1 && e != 0) {

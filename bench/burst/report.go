@@ -165,6 +165,9 @@ type Result struct {
 	// node's claims against EC2 (one cached, batched answer per node at
 	// most); for the ipamd baseline, its own per-node calls.
 	SetupDescribeInstances int64 `json:"setup_describe_instances"`
+	// UpDown is the way back down and up again after the burst
+	// (Config.UpDown); nil when not run.
+	UpDown *UpDownFigures `json:"updown,omitempty"`
 	// Problems are correctness failures: unplaced pods, duplicate
 	// addresses, addresses EC2 doesn't put on the node, hostnet errors.
 	Problems []string `json:"problems,omitempty"`

@@ -319,6 +319,12 @@ func runVariant(ctx context.Context, cfg Config, v Variant, work string) (res Re
 	}
 	progress("done: %d/%d placed, completion %.1fs simulated (%.2f x bound), %d throttled",
 		res.Placed, res.Pods, res.CompletionSim, res.Ratio, res.Throttled)
+	if cfg.UpDown != nil && af != nil {
+		var udErr error
+		res.UpDown, udErr = runUpDown(ctx, upDownEnv{cfg: cfg, admin: cloud.admin, fleet: af, broker: broker,
+			insts: insts, limits: limits, share: lbShare, pods: pods}, progress)
+		return res, udErr
+	}
 	return res, nil
 }
 

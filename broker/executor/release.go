@@ -13,7 +13,12 @@ import (
 // proposeReleases proposes giving back addresses a node's agent has stated
 // as excess to its warm targets (beyond the margin) for ReleaseAfter. A
 // proposal only asks: nothing is unassigned until the agent acknowledges
-// it.
+// it. A node's releases go one at a time (one ENI each); a surplus that
+// outlasts one release keeps its age, so the next is proposed as soon as
+// the last is done, not ReleaseAfter later: a node that scaled down gives
+// back all its excess ENIs after one wait. A report older than the last
+// release is safe to read: what that release took is no longer on an
+// attached ENI, so surplus counts it out of the stated excess.
 func (e *Engine) proposeReleases(ctx context.Context, rs *runState, snap *snapshot, free func(string) bool, now time.Time) {
 	for _, n := range snap.nodes {
 		id := n.InstanceID
@@ -21,8 +26,11 @@ func (e *Engine) proposeReleases(ctx context.Context, rs *runState, snap *snapsh
 			continue
 		}
 		u, ok := snap.usage[id]
-		if !ok || openRelease(snap.releases[id]) {
+		if !ok {
 			e.surplusSeen(rs, id, time.Time{})
+			continue
+		}
+		if openRelease(snap.releases[id]) {
 			continue
 		}
 		p := surplus(n, snap.byNode[id], snap.demands[id], u, e.cfg.ReleaseMargin)
@@ -43,7 +51,6 @@ func (e *Engine) proposeReleases(ctx context.Context, rs *runState, snap *snapsh
 			e.log.Warn("proposing release", "instance", id, "eni", p.ENIID, "err", err)
 			continue
 		}
-		e.surplusSeen(rs, id, time.Time{})
 		e.count(func(s *Stats) { s.Proposed++ })
 		e.log.Info("release proposed", "instance", id, "release", r.ID, "eni", p.ENIID,
 			"addresses", len(p.Addresses), "prefixes", len(p.Prefixes))

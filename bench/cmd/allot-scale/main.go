@@ -48,6 +48,8 @@ func run(args []string) int {
 	idle := fs.Duration("idle", scale.DefaultIdleWindow, "how long (simulated) the idle fleet's etcd writes are counted")
 	fsync := fs.Bool("etcd-fsync", true, "fsync the broker's etcd as in production")
 	childLogs := fs.Bool("child-logs", false, "pass the broker's and awssim's logs to stderr")
+	upDown := fs.Bool("updown", false, "after the burst, delete every pod, wait for the pools to give back their excess, and burst again (use with --nodes 500 --pods-per-node 46)")
+	downWindow := fs.Duration("down-window", burst.DefaultDownWindow, "with --updown: how long (simulated) the pods' deletion is spread over")
 	logFlags := logfmt.Register(fs, "error")
 	buildinfo.Flag(fs)
 	if err := fs.Parse(args); err != nil {
@@ -71,6 +73,9 @@ func run(args []string) int {
 	}
 	cfg := scale.BurstConfig(*nodes, *pods, *ts, *idle)
 	cfg.EtcdFsync = *fsync
+	if *upDown {
+		cfg.IdleWindow, cfg.UpDown = 0, &burst.UpDown{DownWindow: *downWindow}
+	}
 	cfg.Logger = logfmt.New(os.Stderr, level)
 	cfg.Progress = os.Stderr
 	self, err := os.Executable()
@@ -102,6 +107,18 @@ func run(args []string) int {
 	if len(rep.Results) != 1 {
 		fmt.Fprintf(os.Stderr, "allot-scale: %d results, want 1\n", len(rep.Results))
 		return 1
+	}
+	if *upDown {
+		l := scale.NewUpDownLine(rep.Results[0], loadAverage())
+		fmt.Println()
+		if err := scale.WriteUpDown(os.Stdout, l); err != nil {
+			fmt.Fprintf(os.Stderr, "allot-scale: %v\n", err)
+			return 1
+		}
+		if l.Status != burst.StatusOK || l.InUseFreed > 0 {
+			return 1
+		}
+		return 0
 	}
 	f := scale.FromResult(rep.Results[0], scale.DefaultTargets, loadAverage())
 	fmt.Println()

@@ -1,0 +1,80 @@
+package burst
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/allotnet/allot/agent/daemon"
+	"github.com/allotnet/allot/broker/executor"
+)
+
+// TestUpDown runs the way back down and up again at a small size: a burst,
+// every pod deleted, the pools back at their warm targets, the burst
+// again. No address a live pod held may be freed; every pool must be back
+// at its warm targets; the release's calls must stay within the minimum
+// plus the slack stated below; the second burst must place every pod.
+func TestUpDown(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, Config{
+		Nodes: 10, PodsPerNode: 30, TimeScale: 20, Modes: []daemon.Mode{daemon.ModeSecondaryIP}, Shares: []float64{1},
+		Deadline: 30 * time.Minute, Seed: 11, UpDown: &UpDown{},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Results) != 1 {
+		t.Fatalf("%d results, want 1", len(rep.Results))
+	}
+	r := rep.Results[0]
+	checkCorrect(t, r)
+	u := r.UpDown
+	if u == nil {
+		t.Fatalf("no way-down figures: status %s, %s", r.Status, r.Error)
+	}
+	var b strings.Builder
+	if err := rep.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s\nway down: %+v", b.String(), *u)
+	for _, p := range u.Problems {
+		t.Error(p)
+	}
+	if u.PodsDeleted != r.Placed {
+		t.Errorf("%d pods deleted, want %d", u.PodsDeleted, r.Placed)
+	}
+	if u.InUseFreed != 0 || u.InUsePolls == 0 || u.InUseChecks == 0 {
+		t.Errorf("%d in-use addresses freed in %d polls (%d checks); want 0 in some", u.InUseFreed, u.InUsePolls, u.InUseChecks)
+	}
+	if u.NotWarm != 0 || u.BackToWarmSim <= 0 {
+		t.Errorf("%d nodes not back at warm; back at warm after %.1fs", u.NotWarm, u.BackToWarmSim)
+	}
+	if len(u.DownMinimum) == 0 {
+		t.Errorf("the way down's minimum is empty: 30 pods leave more than the warm targets keep")
+	}
+	// The slack: one Unassign per ENI given up, since the broker empties
+	// an ENI (an Unassign of what the agent acknowledged) before it
+	// detaches it; Detach and Delete have none.
+	slack := map[string]int64{"UnassignPrivateIpAddresses": int64(u.DownMinimum["DetachNetworkInterface"])}
+	for _, a := range []string{"UnassignPrivateIpAddresses", "DetachNetworkInterface", "DeleteNetworkInterface"} {
+		if got, want := u.DownCalls[a], int64(u.DownMinimum[a])+slack[a]; got > want {
+			t.Errorf("way down: %d %s calls, minimum %d plus slack %d", got, a, u.DownMinimum[a], slack[a])
+		}
+	}
+	// Every node gives back three ENIs one at a time; with one wait of
+	// ReleaseAfter for them all, not one each, it takes well under three.
+	if limit := 3 * executor.DefaultReleaseAfter; u.BackToWarmSim >= limit.Seconds() {
+		t.Errorf("back at warm %.1fs after the first DEL, want under %s (floor %.1fs)", u.BackToWarmSim, limit, u.ReleaseFloorSim)
+	}
+	if u.DownThrottled != 0 || u.Up.Throttled != 0 {
+		t.Errorf("RequestLimitExceeded: %d on the way down, %d in the second burst", u.DownThrottled, u.Up.Throttled)
+	}
+	if u.Up.Placed != u.Up.Pods || u.Up.Pods != r.Pods {
+		t.Errorf("second burst: %d of %d pods placed, want %d", u.Up.Placed, u.Up.Pods, r.Pods)
+	}
+	if len(u.Up.Minimum) == 0 {
+		t.Errorf("second burst: minimum empty: the way down left nothing to grow")
+	}
+}

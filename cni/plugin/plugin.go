@@ -13,10 +13,10 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/cni/pkg/version"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/allotnet/allot/agent/cniserver/cniwire"
 	"github.com/allotnet/allot/cni/delqueue"
+	"github.com/allotnet/allot/cni/plugin/otlp"
 	"github.com/allotnet/allot/internal/logfmt"
 )
 
@@ -40,7 +40,7 @@ type Plugin struct {
 	// Tracer makes a span of each command, parent of the agent's; its
 	// trace context goes to the agent with the call. Nil makes none (and
 	// sends none).
-	Tracer trace.TracerProvider
+	Tracer *otlp.Tracer
 }
 
 // Funcs returns the callbacks for skel.PluginMainFuncs.
@@ -79,7 +79,7 @@ func (p *Plugin) prepare(args *skel.CmdArgs) (*command, error) {
 // Add asks the agent for an address and the pod's network, and prints the
 // result in the runtime's spec version.
 func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
-	ctx, end := p.span("ADD", args)
+	span, end := p.span("ADD", args)
 	defer func() { end(err) }()
 	c, err := p.prepare(args)
 	if err != nil {
@@ -88,9 +88,9 @@ func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
 	if w := TimeoutWarning(c.conf.timeout); w != "" {
 		p.log(c.conf).Warn("ADD timeout too long for the runtime", "timeout", c.conf.timeout.String(), "why", w)
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.conf.timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), c.conf.timeout)
 	defer cancel()
-	body, err := p.call(ctx, c.conf.AgentSocket, cniwire.MethodAdd, c.req.Marshal())
+	body, err := p.call(ctx, span, c.conf.AgentSocket, cniwire.MethodAdd, c.req.Marshal())
 	if err != nil {
 		return agentError("ADD", err)
 	}
@@ -160,7 +160,7 @@ func asCurrent(r types.Result) (*current.Result, error) {
 // again later": answering 0 for a DEL nothing will apply would leak the
 // address and leave the pod's network in place.
 func (p *Plugin) Del(args *skel.CmdArgs) (err error) {
-	ctx, end := p.span("DEL", args)
+	span, end := p.span("DEL", args)
 	defer func() { end(err) }()
 	c, err := p.prepare(args)
 	if err != nil {
@@ -171,9 +171,9 @@ func (p *Plugin) Del(args *skel.CmdArgs) (err error) {
 	if prev, err := c.conf.parsePrevResult(); err == nil {
 		c.req.PrevResult = prev
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.conf.bound(DelTimeout))
+	ctx, cancel := context.WithTimeout(context.Background(), c.conf.bound(DelTimeout))
 	defer cancel()
-	_, err = p.call(ctx, c.conf.AgentSocket, cniwire.MethodDel, c.req.Marshal())
+	_, err = p.call(ctx, span, c.conf.AgentSocket, cniwire.MethodDel, c.req.Marshal())
 	if err == nil {
 		return nil
 	}
@@ -214,7 +214,7 @@ func (p *Plugin) queueDel(c *command, agentErr error) error {
 // Check asks the agent to verify the attachment against its record and the
 // runtime's prevResult.
 func (p *Plugin) Check(args *skel.CmdArgs) (err error) {
-	ctx, end := p.span("CHECK", args)
+	span, end := p.span("CHECK", args)
 	defer func() { end(err) }()
 	c, err := p.prepare(args)
 	if err != nil {
@@ -228,9 +228,9 @@ func (p *Plugin) Check(args *skel.CmdArgs) (err error) {
 		return types.NewError(types.ErrInvalidNetworkConfig, "CHECK needs a prevResult", "the runtime must pass the ADD result as prevResult")
 	}
 	c.req.PrevResult = prev
-	ctx, cancel := context.WithTimeout(ctx, c.conf.timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), c.conf.timeout)
 	defer cancel()
-	if _, err := p.call(ctx, c.conf.AgentSocket, cniwire.MethodCheck, c.req.Marshal()); err != nil {
+	if _, err := p.call(ctx, span, c.conf.AgentSocket, cniwire.MethodCheck, c.req.Marshal()); err != nil {
 		return agentError("CHECK", err)
 	}
 	return nil
@@ -239,7 +239,7 @@ func (p *Plugin) Check(args *skel.CmdArgs) (err error) {
 // GC sends the runtime's valid attachments to the agent, which removes the
 // attachments of this network that are not among them.
 func (p *Plugin) GC(args *skel.CmdArgs) (err error) {
-	ctx, end := p.span("GC", args)
+	span, end := p.span("GC", args)
 	defer func() { end(err) }()
 	conf, err := parseNetConf(args.StdinData)
 	if err != nil {
@@ -253,9 +253,9 @@ func (p *Plugin) GC(args *skel.CmdArgs) (err error) {
 	for _, a := range valid {
 		req.Valid = append(req.Valid, cniwire.Attachment{Network: conf.Name, ContainerID: a.ContainerID, IfName: a.IfName})
 	}
-	ctx, cancel := context.WithTimeout(ctx, conf.timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), conf.timeout)
 	defer cancel()
-	if _, err := p.call(ctx, conf.AgentSocket, cniwire.MethodGC, req.Marshal()); err != nil {
+	if _, err := p.call(ctx, span, conf.AgentSocket, cniwire.MethodGC, req.Marshal()); err != nil {
 		return agentError("GC", err)
 	}
 	return nil
@@ -265,15 +265,15 @@ func (p *Plugin) GC(args *skel.CmdArgs) (err error) {
 // 50 when it can't be reached, doesn't answer in time, or is up but has no
 // address and can't get one.
 func (p *Plugin) Status(args *skel.CmdArgs) (err error) {
-	ctx, end := p.span("STATUS", args)
+	span, end := p.span("STATUS", args)
 	defer func() { end(err) }()
 	conf, err := parseNetConf(args.StdinData)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, conf.bound(StatusTimeout))
+	ctx, cancel := context.WithTimeout(context.Background(), conf.bound(StatusTimeout))
 	defer cancel()
-	if _, err := p.call(ctx, conf.AgentSocket, cniwire.MethodStatus, nil); err != nil {
+	if _, err := p.call(ctx, span, conf.AgentSocket, cniwire.MethodStatus, nil); err != nil {
 		return agentError("STATUS", err)
 	}
 	return nil

@@ -1,31 +1,26 @@
 package plugin
 
 import (
-	"context"
-
 	"github.com/containernetworking/cni/pkg/skel"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
+
+	"github.com/allotnet/allot/cni/plugin/otlp"
 )
 
-const tracerName = "github.com/allotnet/allot/cni/plugin"
+// TraceScope is the instrumentation scope of the plugin's spans.
+const TraceScope = "github.com/allotnet/allot/cni/plugin"
 
 // span starts the command's span, the root of the trace the agent's and
 // the broker's spans for this call join; end records the command's error.
-// Without a tracer both are no-ops.
-func (p *Plugin) span(verb string, args *skel.CmdArgs) (context.Context, func(error)) {
-	ctx := context.Background()
+// Without a tracer the span is nil and both are no-ops.
+func (p *Plugin) span(verb string, args *skel.CmdArgs) (*otlp.Span, func(error)) {
 	if p.Tracer == nil {
-		return ctx, func(error) {}
+		return nil, func(error) {}
 	}
-	ctx, span := p.Tracer.Tracer(tracerName).Start(ctx, "allot CNI "+verb,
-		trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attribute.String("cni.container_id", args.ContainerID), attribute.String("cni.ifname", args.IfName)))
-	return ctx, func(err error) {
+	span := p.Tracer.Start(nil, "allot CNI "+verb, otlp.KindClient,
+		"cni.container_id", args.ContainerID, "cni.ifname", args.IfName)
+	return span, func(err error) {
 		if err != nil {
-			span.RecordError(err)
-			span.SetStatus(codes.Error, err.Error())
+			span.SetError(err.Error())
 		}
 		span.End()
 	}

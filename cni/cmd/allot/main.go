@@ -12,8 +12,9 @@ import (
 	"github.com/containernetworking/cni/pkg/skel"
 
 	"github.com/allotnet/allot/cni/plugin"
+	"github.com/allotnet/allot/cni/plugin/otlp"
 	"github.com/allotnet/allot/internal/buildinfo"
-	"github.com/allotnet/allot/internal/telemetry/tracing"
+	"github.com/allotnet/allot/internal/telemetry/traceconf"
 )
 
 // flushTimeout bounds the export of the command's spans at exit, so a
@@ -32,17 +33,18 @@ func main() {
 	// environment (which it passes to every plugin); unset means off. A
 	// bad setting must not fail pod networking: it is reported and
 	// tracing stays off.
-	tp := traces()
-	if tp != nil {
-		p.Tracer = tp.Provider()
-	}
+	// The plugin links no OpenTelemetry SDK: its exporter (cni/plugin/otlp)
+	// costs nothing when tracing is off.
+	p.Tracer = traces()
 	// An empty about string makes skel report a missing CNI_COMMAND as an
 	// error (code 4) instead of printing a banner and exiting 0, which a
 	// caller could take for success.
 	e := skel.PluginMainFuncsWithError(p.Funcs(), plugin.Versions, "")
-	if tp != nil {
+	if p.Tracer != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
-		_ = tp.Shutdown(ctx)
+		if err := p.Tracer.Flush(ctx); err != nil {
+			fmt.Fprintf(os.Stderr, "allot: spans not exported: %v\n", err)
+		}
 		cancel()
 	}
 	if e != nil {
@@ -53,19 +55,15 @@ func main() {
 	}
 }
 
-// traces returns the tracer provider the environment configures, or nil.
-func traces() *tracing.Tracing {
-	cfg, err := tracing.TraceConfigFromEnv(os.LookupEnv, "allot")
-	if err == nil && !cfg.Enabled() {
-		return nil
-	}
-	var t *tracing.Tracing
-	if err == nil {
-		t, err = tracing.NewTracing(context.Background(), cfg)
-	}
+// traces returns the tracer the environment configures, or nil.
+func traces() *otlp.Tracer {
+	cfg, err := traceconf.TraceConfigFromEnv(os.LookupEnv, "allot")
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "allot: tracing off: %v\n", err)
 		return nil
 	}
-	return t
+	if !cfg.Enabled() {
+		return nil
+	}
+	return otlp.New(cfg, plugin.TraceScope)
 }

@@ -1,0 +1,75 @@
+package otlp
+
+import (
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// The OTLP messages, encoded by hand with their field numbers from
+// opentelemetry/proto/collector/trace/v1 and trace/v1; the tests decode
+// them with the generated types.
+
+func tag(b []byte, n protowire.Number, t protowire.Type) []byte { return protowire.AppendTag(b, n, t) }
+
+func str(b []byte, n protowire.Number, v string) []byte {
+	if v == "" {
+		return b
+	}
+	return protowire.AppendString(tag(b, n, protowire.BytesType), v)
+}
+
+func msg(b []byte, n protowire.Number, m []byte) []byte {
+	return protowire.AppendBytes(tag(b, n, protowire.BytesType), m)
+}
+
+func fixed64(b []byte, n protowire.Number, v uint64) []byte {
+	return protowire.AppendFixed64(tag(b, n, protowire.Fixed64Type), v)
+}
+
+// keyValue is a KeyValue with a string AnyValue.
+func keyValue(k, v string) []byte {
+	return msg(str(nil, 1, k), 2, str(nil, 1, v))
+}
+
+// exportRequest is an ExportTraceServiceRequest holding spans, from one
+// resource (attrs) and one instrumentation scope.
+func exportRequest(resource [][2]string, scope string, spans []*Span) []byte {
+	var res []byte
+	for _, kv := range resource {
+		res = msg(res, 1, keyValue(kv[0], kv[1]))
+	}
+	ss := msg(nil, 1, str(nil, 1, scope))
+	for _, s := range spans {
+		ss = msg(ss, 2, encodeSpan(s))
+	}
+	rs := msg(nil, 1, res)
+	rs = msg(rs, 2, ss)
+	return msg(nil, 1, rs)
+}
+
+func encodeSpan(s *Span) []byte {
+	b := msg(nil, 1, s.traceID[:])
+	b = msg(b, 2, s.spanID[:])
+	if s.parentID != ([8]byte{}) {
+		b = msg(b, 4, s.parentID[:])
+	}
+	b = str(b, 5, s.name)
+	b = protowire.AppendVarint(tag(b, 6, protowire.VarintType), uint64(s.kind))
+	b = fixed64(b, 7, uint64(s.start.UnixNano()))
+	b = fixed64(b, 8, uint64(s.end.UnixNano()))
+	for _, kv := range s.attrs {
+		b = msg(b, 9, keyValue(kv[0], kv[1]))
+	}
+	if s.errMsg != "" {
+		// An "exception" event, as the SDK's RecordError makes, and the
+		// status: message 2, code 3 (STATUS_CODE_ERROR = 2).
+		ev := fixed64(nil, 1, uint64(s.end.UnixNano()))
+		ev = str(ev, 2, "exception")
+		ev = msg(ev, 3, keyValue("exception.message", s.errMsg))
+		b = msg(b, 11, ev)
+		st := str(nil, 2, s.errMsg)
+		st = protowire.AppendVarint(tag(st, 3, protowire.VarintType), 2)
+		b = msg(b, 15, st)
+	}
+	// flags: the W3C trace flags (sampled).
+	return protowire.AppendFixed32(tag(b, 16, protowire.Fixed32Type), 1)
+}

@@ -14,11 +14,12 @@ import (
 // as excess to its warm targets (beyond the margin) for ReleaseAfter. A
 // proposal only asks: nothing is unassigned until the agent acknowledges
 // it. A node's releases go one at a time (one ENI each); a surplus that
-// outlasts one release keeps its age, so the next is proposed as soon as
-// the last is done, not ReleaseAfter later: a node that scaled down gives
-// back all its excess ENIs after one wait. A report older than the last
-// release is safe to read: what that release took is no longer on an
-// attached ENI, so surplus counts it out of the stated excess.
+// outlasts a release that took something keeps its age, so the next is
+// proposed as soon as the last is done, not ReleaseAfter later: a node that
+// scaled down gives back all its excess ENIs after one wait (afterRelease).
+// A report older than the last release is safe to read: what that release
+// took is no longer on an attached ENI, so surplus counts it out of the
+// stated excess.
 func (e *Engine) proposeReleases(ctx context.Context, rs *runState, snap *snapshot, free func(string) bool, now time.Time) {
 	for _, n := range snap.nodes {
 		id := n.InstanceID
@@ -33,6 +34,7 @@ func (e *Engine) proposeReleases(ctx context.Context, rs *runState, snap *snapsh
 		if openRelease(snap.releases[id]) {
 			continue
 		}
+		e.afterRelease(rs, id, snap.releases[id])
 		p := surplus(n, snap.byNode[id], snap.demands[id], u, e.cfg.ReleaseMargin)
 		if p.Empty() {
 			e.surplusSeen(rs, id, time.Time{})
@@ -51,10 +53,35 @@ func (e *Engine) proposeReleases(ctx context.Context, rs *runState, snap *snapsh
 			e.log.Warn("proposing release", "instance", id, "eni", p.ENIID, "err", err)
 			continue
 		}
+		rs.mu.Lock()
+		rs.proposed[id] = r.ID
+		rs.mu.Unlock()
 		e.count(func(s *Stats) { s.Proposed++ })
 		e.log.Info("release proposed", "instance", id, "release", r.ID, "eni", p.ENIID,
 			"addresses", len(p.Addresses), "prefixes", len(p.Prefixes))
 	}
+}
+
+// afterRelease settles a node's last proposal once it is no longer open:
+// a release carried out with something acknowledged lets the surplus keep
+// its age; one cancelled (unacknowledged, its record gone) or acknowledged
+// empty (every address in use or cooling) restarts the wait, so a node
+// whose free addresses cannot be given back yet is not asked again every
+// round.
+func (e *Engine) afterRelease(rs *runState, node string, rels []store.Release) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	last, ok := rs.proposed[node]
+	if !ok {
+		return
+	}
+	delete(rs.proposed, node)
+	for _, r := range rels {
+		if r.ID == last && r.State == store.ReleaseDone && len(r.AckedAddrs)+len(r.AckedPfx) > 0 {
+			return
+		}
+	}
+	delete(rs.surplus, node)
 }
 
 // surplusSeen records when a node's surplus was first seen (zero clears it)

@@ -35,7 +35,10 @@ type runState struct {
 	mine    map[string]bool      // open intents owned by a running task
 	backoff map[string]backoff   // node -> left alone until
 	surplus map[string]time.Time // node -> first seen with a surplus
-	queued  map[string]int64     // subnet -> cost of planned actions not yet begun
+	// proposed is each node's last release proposal while its surplus
+	// keeps its age (afterRelease).
+	proposed map[string]string
+	queued   map[string]int64 // subnet -> cost of planned actions not yet begun
 	// unstarted counts admitted actions whose first call has not yet
 	// asked its bucket for a token, by that bucket.
 	unstarted map[ratelimit.Class]int
@@ -64,16 +67,17 @@ type backoff struct {
 
 func newRunState(cancel context.CancelCauseFunc) *runState {
 	return &runState{
-		cancel:  cancel,
-		q:       newQueue(),
-		kick:    make(chan struct{}, 1),
-		busy:    map[string]int{},
-		mine:    map[string]bool{},
-		ledger:  newLedger(),
-		backoff: map[string]backoff{},
-		surplus: map[string]time.Time{},
-		queued:  map[string]int64{},
-		wanting: map[string]time.Time{},
+		cancel:   cancel,
+		q:        newQueue(),
+		kick:     make(chan struct{}, 1),
+		busy:     map[string]int{},
+		mine:     map[string]bool{},
+		ledger:   newLedger(),
+		backoff:  map[string]backoff{},
+		surplus:  map[string]time.Time{},
+		queued:   map[string]int64{},
+		proposed: map[string]string{},
+		wanting:  map[string]time.Time{},
 
 		unstarted: map[ratelimit.Class]int{},
 	}

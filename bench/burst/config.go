@@ -122,6 +122,11 @@ type Config struct {
 	// (its first for the table-error and other-tenant variants), so the
 	// policies appear side by side.
 	PlanPolicies []string
+	// Ablation adds, per mode, allot at share 1 under the naive planner
+	// policy (planner.Naive): allot's broker, agents and token buckets
+	// with a planner a simple central allocator would have, to show what
+	// the planner contributes. Not when PlanPolicies already name it.
+	Ablation bool
 	// NodeCounts, TimeScales and Seeds make a sweep: every variant is run
 	// at every combination (Points). Empty means Nodes, TimeScale and Seed
 	// alone.

@@ -2,11 +2,13 @@ package burst
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/allotnet/allot/agent/daemon"
 	"github.com/allotnet/allot/bench/burst/cilium"
 	"github.com/allotnet/allot/bench/burst/ipamd"
+	"github.com/allotnet/allot/broker/planner"
 )
 
 // System says who calls EC2 in a variant.
@@ -139,6 +141,9 @@ func (c Config) variantsOf() []Variant {
 			for _, p := range policies {
 				out = append(out, Variant{System: SystemAllot, Mode: m, Share: s, Policy: p})
 			}
+		}
+		if c.Ablation && !slices.Contains(policies, planner.Naive.String()) {
+			out = append(out, Variant{System: SystemAllot, Mode: m, Share: 1, Policy: planner.Naive.String()})
 		}
 		for _, e := range c.TableErrors {
 			out = append(out, Variant{System: SystemAllot, Mode: m, Share: 1, TableError: e, Policy: policies[0]})

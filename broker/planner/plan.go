@@ -32,12 +32,16 @@ func Make(nodes []Node, budgets Budgets) Plan {
 // Under TimeOptimal the targets of a node that chooseShapes moved to a
 // shape with more new ENIs are reordered before the rounds: those new ENIs
 // come first, then its existing ENIs, so its slots land in that shape.
-// Every other node is planned as under FewestCalls.
+// Every other node is planned as under FewestCalls. Under Naive none of
+// this applies: makeNaive plans each node on its own.
 //
 // MakeWith is pure and deterministic: the same nodes in any order and the
 // same budgets and options give the same plan. It changes neither its
 // arguments nor anything they point to.
 func MakeWith(nodes []Node, budgets Budgets, opt Options) Plan {
+	if opt.Policy == Naive {
+		return makeNaive(nodes, budgets)
+	}
 	p := &planning{budget: make(map[string]int64, len(budgets))}
 	for s, b := range budgets {
 		p.budget[s] = b

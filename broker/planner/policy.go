@@ -23,6 +23,14 @@ const (
 	// FewestCalls fills the ENIs a node has first and creates ENIs only for
 	// what they cannot hold: the fewest calls, one bucket at a time.
 	FewestCalls
+	// Naive is a yardstick, not a policy to run a cluster with: it plans
+	// as a simple central allocator would, each node on its own in node
+	// order, first fit on its ENIs in device-index order, and a new ENI
+	// created empty, attached, and filled by a later Assign (makeNaive).
+	// The executor's token buckets still pace its calls; what it lacks is
+	// the planner. The burst benchmark runs it to show what the planner
+	// contributes.
+	Naive
 )
 
 func (p Policy) String() string {
@@ -31,6 +39,8 @@ func (p Policy) String() string {
 		return "time-optimal"
 	case FewestCalls:
 		return "fewest-calls"
+	case Naive:
+		return "naive"
 	}
 	return fmt.Sprintf("policy(%d)", int(p))
 }
@@ -42,8 +52,10 @@ func ParsePolicy(s string) (Policy, error) {
 		return TimeOptimal, nil
 	case "fewest-calls":
 		return FewestCalls, nil
+	case "naive":
+		return Naive, nil
 	}
-	return 0, fmt.Errorf("unknown plan policy %q (want time-optimal or fewest-calls)", s)
+	return 0, fmt.Errorf("unknown plan policy %q (want time-optimal or fewest-calls; naive only for comparison)", s)
 }
 
 // Bucket is one EC2 token bucket as the planner sees it when it plans.

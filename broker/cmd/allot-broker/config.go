@@ -123,7 +123,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.gatherMax, "gather-max", executor.DefaultGatherMax, "longest wait for a node's demand to settle before it is planned anyway")
 	policy := fs.String("plan-policy", planner.TimeOptimal.String(), "what plans make least when a node's demand can be met either way: "+
 		"time-optimal (fill existing ENIs and create new ones filled, so every EC2 bucket works at once: the burst ends sooner, for more calls) "+
-		"or fewest-calls (fill existing ENIs first)")
+		"or fewest-calls (fill existing ENIs first); naive (each node alone, first fit, new ENIs created empty) is for benchmark comparison only")
 	fs.DurationVar(&c.electionTTL, "election-ttl", leader.DefaultTTL, "leader session TTL: how long a dead leader keeps the lead (a standby's first EC2 call comes within about twice this)")
 	fs.DurationVar(&c.nodeTTL, "node-ttl", 30*time.Second, "how long a node counts as alive after its last heartbeat")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight calls may run after SIGTERM")

@@ -73,8 +73,9 @@ type UpDownFigures struct {
 	ReleaseFloorSim float64 `json:"release_floor_s"`
 	NotWarm         int     `json:"nodes_not_at_warm"`
 	// InUseFreed counts addresses EC2 stopped putting on a node while a
-	// pod there held them (inUseWatch), over the way down and the second
-	// burst; InUsePolls and InUseChecks are how often it looked.
+	// pod there held them (inUseWatch): read every half second of wall
+	// time over the way down, and once after the second burst (whose pods
+	// all stay); InUsePolls and InUseChecks are how often it looked.
 	InUseFreed  int   `json:"in_use_freed"`
 	InUsePolls  int   `json:"in_use_polls"`
 	InUseChecks int64 `json:"in_use_checks"`
@@ -130,12 +131,15 @@ func runUpDown(ctx context.Context, env upDownEnv, progress func(string, ...any)
 		}
 	}
 	watch := &inUseWatch{admin: env.admin, live: live, interval: 500 * time.Millisecond, freed: map[holding]bool{}}
-	wctx, stopWatch := context.WithCancel(ctx)
+	wctx, cancelWatch := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { watch.run(wctx) })
+	stopWatch := sync.OnceFunc(func() {
+		cancelWatch()
+		wg.Wait()
+	})
 	defer func() {
 		stopWatch()
-		wg.Wait()
 		fig.InUseFreed, fig.InUsePolls, fig.InUseChecks = len(watch.freed), watch.polls, watch.checks
 		fig.Problems = append(fig.Problems, watch.problems...)
 	}()
@@ -158,7 +162,17 @@ func runUpDown(ctx context.Context, env upDownEnv, progress func(string, ...any)
 	}
 	progress("way down: back at warm %.1fs, settled %.1fs after the first DEL; calls %v (minimum %v)",
 		fig.BackToWarmSim, fig.SettledSim, fig.DownCalls, fig.DownMinimum)
-	return fig, secondBurst(ctx, env, live, fig, progress)
+	// The second burst runs without the watch's reads of every ENI, as
+	// the first does; none of its pods is deleted, so one read after it
+	// finds any address of theirs that was freed.
+	stopWatch()
+	if err := secondBurst(ctx, env, live, fig, progress); err != nil {
+		return fig, err
+	}
+	if err := watch.poll(ctx); err != nil {
+		return fig, err
+	}
+	return fig, nil
 }
 
 // deletePods deletes every placed pod of the first burst, spread over

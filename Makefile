@@ -106,6 +106,17 @@ UPDOWN_FLAGS ?= --nodes 500 --pods-per-node 46
 bench-updown: build
 	$(BIN)/allot-scale --updown $(UPDOWN_FLAGS)
 
+# bench-scale asks what a cluster ten times the burst's size costs the
+# broker: 5,000 c5.xlarge nodes running the real agent code, 30 pods each
+# (150,000), against the real broker (a process of its own, etcd fsynced)
+# and awssim. It prints the burst table, the plan round p99, the broker's
+# peak RSS, the idle fleet's etcd writes and the burst ratio against their
+# targets, and a JSON line (docs/benchmarks.md). SCALE_FLAGS="--nodes 500"
+# for a development size.
+SCALE_FLAGS ?=
+bench-scale: build
+	$(BIN)/allot-scale $(SCALE_FLAGS)
+
 # bench-cni measures ADD/DEL latency through the plugin binary in real
 # network namespaces next to the reference ptp + host-local plugins (which
 # the benchmark installs with go install). Run as root.

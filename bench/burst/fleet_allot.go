@@ -8,15 +8,14 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
-	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
 	"github.com/allotnet/allot/agent/brokerlink"
 	"github.com/allotnet/allot/agent/daemon"
 	"github.com/allotnet/allot/agent/hostnet/hostnettest"
-	"github.com/allotnet/allot/agent/identity"
 	"github.com/allotnet/allot/agent/pool"
 	"github.com/allotnet/allot/awssim"
 	"github.com/allotnet/allot/cni/plugin"
@@ -48,6 +47,8 @@ type allotFleet struct {
 
 	// tls verifies the broker; each agent attests on its own.
 	tls credentials.TransportCredentials
+	// imds makes each agent's IMDS client.
+	imds *imdsClients
 
 	runCtx context.Context
 	cancel context.CancelFunc
@@ -66,14 +67,27 @@ func newAllotFleet(ctx context.Context, cfg Config, mode daemon.Mode, brokerAddr
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	return &allotFleet{
-		cfg: cfg, mode: mode, brokerAddr: brokerAddr, dir: dir, tls: tc,
+		cfg: cfg, mode: mode, brokerAddr: brokerAddr, dir: dir, tls: tc, imds: newIMDSClients(),
 		targets: pool.DefaultTargets(mode == daemon.ModePrefix), limits: limits,
 		runCtx: runCtx, cancel: cancel,
 	}, nil
 }
 
+// Joining: how many agents start at once, and how often one start is
+// tried. A start reads the node's identity from its IMDS and registers
+// with the broker; on two cores shared with the broker and awssim, more
+// starts at once only queue for the CPU, and thousands of nodes joining
+// make a slow moment likely, which a later try rides out.
+const (
+	joinParallel = 8
+	joinAttempts = 3
+	joinBackoff  = time.Second
+)
+
 // join starts an agent per instance and returns once every one has
-// started (read its identity, restored its empty checkpoint).
+// started (read its identity, restored its empty checkpoint). The nodes
+// that did start are in the fleet, in instance order, even when others did
+// not: the error is a *JoinError naming those.
 func (f *allotFleet) join(ctx context.Context, insts []awssim.AdminInstance) error {
 	hot := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		if ctx.Value(hotPathKey{}) != nil {
@@ -82,33 +96,65 @@ func (f *allotFleet) join(ctx context.Context, insts []awssim.AdminInstance) err
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
 	nodes := make([]*allotNode, len(insts))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(32)
+	errs := make([]error, len(insts))
+	sem := make(chan struct{}, joinParallel)
+	var wg sync.WaitGroup
 	for i, inst := range insts {
-		g.Go(func() error {
-			n, err := startAgent(gctx, f.runCtx, f.cfg, f.mode, inst, f.brokerAddr, filepath.Join(f.dir, inst.ID), hot, f.tls, &f.wg)
-			if err != nil {
-				return fmt.Errorf("agent %s: %w", inst.ID, err)
-			}
-			nodes[i] = n
-			return nil
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			errs[i] = ctx.Err()
+			continue
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			nodes[i], errs[i] = f.startWithRetry(ctx, inst, hot)
 		})
 	}
-	err := g.Wait()
-	for _, n := range nodes {
+	wg.Wait()
+	failed := &JoinError{}
+	for i, n := range nodes {
 		if n != nil {
 			f.nodes = append(f.nodes, n)
+		} else {
+			failed.Failed = append(failed.Failed, FailedJoin{Instance: insts[i].ID, Err: errs[i]})
 		}
 	}
-	return err
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if len(failed.Failed) > 0 {
+		return failed
+	}
+	return nil
+}
+
+// startWithRetry starts one node's agent, trying again after a failure
+// that is not the run's end.
+func (f *allotFleet) startWithRetry(ctx context.Context, inst awssim.AdminInstance, hot grpc.UnaryClientInterceptor) (*allotNode, error) {
+	var err error
+	for attempt := range joinAttempts {
+		if attempt > 0 {
+			f.cfg.Logger.Warn("agent did not start; trying again", "node", inst.ID, "attempt", attempt+1, "err", err)
+			sleepUntil(ctx, time.Now().Add(joinBackoff<<(attempt-1)))
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		var n *allotNode
+		if n, err = startAgent(ctx, f.runCtx, f.cfg, f.mode, inst, f.brokerAddr, filepath.Join(f.dir, inst.ID), hot, f.tls, f.imds, &f.wg); err == nil {
+			return n, nil
+		}
+	}
+	return nil, fmt.Errorf("agent %s: %d attempts: %w", inst.ID, joinAttempts, err)
 }
 
 func startAgent(ctx, runCtx context.Context, cfg Config, mode daemon.Mode, inst awssim.AdminInstance, brokerAddr, dir string,
-	hot grpc.UnaryClientInterceptor, tc credentials.TransportCredentials, wg *sync.WaitGroup) (*allotNode, error) {
+	hot grpc.UnaryClientInterceptor, tc credentials.TransportCredentials, ic *imdsClients, wg *sync.WaitGroup) (*allotNode, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	im, err := identity.NewClient(inst.IMDSEndpoint)
+	im, err := ic.client(inst.IMDSEndpoint)
 	if err != nil {
 		return nil, err
 	}
@@ -212,4 +258,23 @@ func (f *allotFleet) stop() {
 			_ = n.conn.Close()
 		}
 	}
+	f.imds.closeIdle()
+}
+
+// JoinError names the nodes whose agents did not start; the others did.
+type JoinError struct {
+	Failed []FailedJoin
+}
+
+// FailedJoin is one node that did not join, and why.
+type FailedJoin struct {
+	Instance string
+	Err      error
+}
+
+func (e *JoinError) Error() string {
+	if len(e.Failed) == 0 {
+		return "no node failed to join"
+	}
+	return fmt.Sprintf("%d nodes did not join, the first %s: %v", len(e.Failed), e.Failed[0].Instance, e.Failed[0].Err)
 }

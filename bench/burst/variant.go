@@ -134,13 +134,20 @@ func runVariant(ctx context.Context, cfg Config, v Variant, work string) (res Re
 	// Nodes join in batches, each warm before the next joins, as a cluster
 	// grows; the burst comes once all are in.
 	early := len(insts) - v.Profile.lateNodes(len(insts))
+	dropped := map[string]error{}
 	for i := 0; i < early; i += cfg.JoinBatch {
-		if err := f.join(ctx, insts[i:min(i+cfg.JoinBatch, early)]); err != nil {
+		if err := joinSome(ctx, f, insts[i:min(i+cfg.JoinBatch, early)], dropped, len(insts)); err != nil {
 			return res, err
 		}
 		if err := waitWarm(ctx, cfg, f, cfg.Deadline, progress); err != nil {
 			return res, err
 		}
+	}
+	if len(dropped) > 0 {
+		insts, early = withoutDropped(insts, early, dropped)
+		res.Nodes, res.Pods = len(insts), len(insts)*cfg.PodsPerNode
+		res.Problems = append(res.Problems, droppedProblems(dropped)...)
+		progress("%d nodes did not join and are left out of the burst", len(dropped))
 	}
 	progress("%d nodes joined and warm in %.1fs", early, time.Since(setupStart).Seconds())
 	if cfg.IdleWindow > 0 && broker != nil {
@@ -207,7 +214,7 @@ func runVariant(ctx context.Context, cfg Config, v Variant, work string) (res Re
 		opCallsBefore = cf.op.Calls()
 	}
 	nodesStart := SelfProcStats()
-	progress("burst: %d pods on %d nodes; lower bound %.1fs simulated", res.Pods, cfg.Nodes, res.LowerBoundSim)
+	progress("burst: %d pods on %d nodes; lower bound %.1fs simulated", res.Pods, len(insts), res.LowerBoundSim)
 
 	pods, fails, took, joinErr := burst(ctx, cfg, v.Profile, f, insts[early:], func(placed int, elapsed time.Duration) {
 		c, _ := cloud.admin.Counters(ctx)
@@ -248,7 +255,7 @@ func runVariant(ctx context.Context, cfg Config, v Variant, work string) (res Re
 		return res, err
 	}
 	res.NodesCPU = nodesEnd.CPUSeconds - nodesStart.CPUSeconds
-	res.AgentPeakRSS = (nodesEnd.PeakRSSBytes - rssBefore) / int64(cfg.Nodes)
+	res.AgentPeakRSS = (nodesEnd.PeakRSSBytes - rssBefore) / int64(len(insts))
 	res.CloudCPU = cloudEnd.CPUSeconds - cloudStart.CPUSeconds
 	if cloud.pid == 0 {
 		res.CloudCPU = 0

@@ -158,7 +158,7 @@ func startAgent(ctx, runCtx context.Context, cfg Config, mode daemon.Mode, inst 
 	if err != nil {
 		return nil, err
 	}
-	creds, err := agentCredentials(im)
+	creds, err := agentCredentials(im, cfg.Logger.With("node", inst.ID))
 	if err != nil {
 		return nil, err
 	}

@@ -61,4 +61,11 @@ func roundFigures(res *Result, start, end executor.Stats) {
 	}
 	res.RoundP50 = ms(executor.RoundQuantile(hist, 0.5))
 	res.RoundP99 = ms(executor.RoundQuantile(hist, 0.99))
+	res.SlowRounds = end.SlowRounds - start.SlowRounds
+	res.SlowRoundMs = map[string]float64{}
+	for ph, d := range end.SlowRoundPhases {
+		if d -= start.SlowRoundPhases[ph]; d > 0 {
+			res.SlowRoundMs[ph] = ms(d)
+		}
+	}
 }

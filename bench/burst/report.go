@@ -132,6 +132,10 @@ type Result struct {
 	Rounds   int64   `json:"rounds,omitempty"`
 	RoundP50 float64 `json:"round_p50_ms,omitempty"`
 	RoundP99 float64 `json:"round_p99_ms,omitempty"`
+	// SlowRounds are the burst's rounds longer than executor.SlowRound,
+	// and SlowRoundMs the wall time they spent by phase.
+	SlowRounds  int64              `json:"slow_rounds,omitempty"`
+	SlowRoundMs map[string]float64 `json:"slow_round_ms,omitempty"`
 
 	// BrokerCPU is the broker process's CPU seconds during the burst and
 	// BrokerCPUTotal over its life (join and warm-up included);

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -106,13 +107,13 @@ func agentTLS(dir string) (credentials.TransportCredentials, error) {
 }
 
 // agentCredentials is one agent's attestation: its own node key and its
-// instance's IMDS.
-func agentCredentials(md identity.DynamicAPI) (*attestation.Credentials, error) {
+// instance's IMDS, logging to the harness's log.
+func agentCredentials(md identity.DynamicAPI, log *slog.Logger) (*attestation.Credentials, error) {
 	_, key, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		return nil, err
 	}
-	return attestation.New(attestation.Config{IMDS: md, Key: key})
+	return attestation.New(attestation.Config{IMDS: md, Key: key, Logger: log})
 }
 
 // bindAttestation points an agent's credentials at its connection.

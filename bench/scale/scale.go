@@ -64,6 +64,8 @@ type Figures struct {
 	Rounds           int64              `json:"rounds"`
 	RoundP50Ms       float64            `json:"round_p50_ms"`
 	RoundP99Ms       float64            `json:"round_p99_ms"`
+	SlowRounds       int64              `json:"slow_rounds"`
+	SlowRoundMs      map[string]float64 `json:"slow_round_ms,omitempty"`
 	BrokerRSSMiB     float64            `json:"broker_rss_mib"`
 	BrokerCores      float64            `json:"broker_cores"`
 	IdleWritesPerSec float64            `json:"idle_etcd_writes_per_s"`
@@ -89,6 +91,7 @@ func FromResult(r burst.Result, t Targets, load string) Figures {
 	f := Figures{
 		Nodes: r.Nodes, Pods: r.Pods, Placed: r.Placed, TimeScale: r.TimeScale,
 		Rounds: r.Rounds, RoundP50Ms: r.RoundP50, RoundP99Ms: r.RoundP99,
+		SlowRounds: r.SlowRounds, SlowRoundMs: r.SlowRoundMs,
 		BrokerRSSMiB: float64(r.BrokerPeakRSS) / (1 << 20), BrokerCores: r.BrokerCores,
 		CompletionSim: r.CompletionSim, FloorSim: r.LowerBoundSim, BurstRatio: r.Ratio,
 		EtcdWritesPerPod: r.EtcdWritesPerPod, Problems: len(r.Problems),
@@ -123,6 +126,7 @@ func (f Figures) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "%-34s %12.1f %12.0f %s\n", "plan round p99 (ms, wall)", f.RoundP99Ms, f.Targets.RoundP99Ms, met("round_p99"))
 	fmt.Fprintf(w, "%-34s %12.1f %12s\n", "plan round p50 (ms, wall)", f.RoundP50Ms, "")
 	fmt.Fprintf(w, "%-34s %12d %12s\n", "plan rounds in the burst", f.Rounds, "")
+	fmt.Fprintf(w, "%-34s %12d %12s\n", "rounds over 50 ms", f.SlowRounds, "")
 	fmt.Fprintf(w, "%-34s %12.1f %12.0f %s\n", "broker peak RSS (MiB, VmHWM)", f.BrokerRSSMiB, f.Targets.BrokerRSSMiB, met("broker_rss"))
 	fmt.Fprintf(w, "%-34s %12.1f %12.0f %s\n", "idle etcd writes/s (store calls)", f.IdleWritesPerSec, f.Targets.IdleWritesPerSec, met("idle_writes"))
 	fmt.Fprintf(w, "%-34s %12.1f %12s\n", "idle etcd revisions/s", f.IdleRevsPerSec, "")
@@ -133,6 +137,9 @@ func (f Figures) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "%-34s %12.3f %12s\n", "etcd writes / pod (burst)", f.EtcdWritesPerPod, "")
 	fmt.Fprintf(w, "%-34s %12d %12s\n", "node status writes (burst)", f.StatusWrites, "")
 	fmt.Fprintf(w, "%-34s %12d %12s\n", "problems", f.Problems, "")
+	if len(f.SlowRoundMs) > 0 {
+		fmt.Fprintf(w, "rounds over 50 ms, ms by phase: %v\n", f.SlowRoundMs)
+	}
 	if len(f.IdleByMethod) > 0 {
 		fmt.Fprintf(w, "idle writes/s by method: %v\n", f.IdleByMethod)
 	}

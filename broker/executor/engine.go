@@ -192,6 +192,9 @@ type Engine struct {
 	// (publishStatus); publishers waits for that at the end of a Run.
 	publishing atomic.Bool
 	publishers sync.WaitGroup
+	// refreshing is set while the open intents are being read in full
+	// (refreshIntents); publishers waits for that too.
+	refreshing atomic.Bool
 	// written is the revision of the engine's own latest write: a round
 	// waits for the view to reach it (not other writers' later ones).
 	written store.WriteMark

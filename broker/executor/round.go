@@ -21,11 +21,8 @@ const (
 // round reads etcd, fills in what it lacks from EC2, queues upkeep and
 // planned actions for idle nodes, and proposes releases.
 func (e *Engine) round(ctx context.Context, rs *runState) error {
-	began := time.Now()
-	defer func() {
-		took := time.Since(began)
-		e.count(func(s *Stats) { s.observeRound(took) })
-	}()
+	ph := newRoundPhases()
+	defer func() { e.count(func(s *Stats) { s.observeRound(ph) }) }()
 	// A node busy when the read starts may change under the read; only
 	// nodes idle both before and after it are planned from it.
 	busyBefore := rs.busyNodes()
@@ -33,13 +30,13 @@ func (e *Engine) round(ctx context.Context, rs *runState) error {
 	// here or in the snapshot's reservations, maybe both, never neither.
 	queued := rs.queuedCost()
 	now := e.cfg.Clock.Now()
-	full := now.Sub(rs.intentsRead) >= e.cfg.Interval
-	snap, err := e.current(ctx, full)
+	if now.Sub(rs.intentsRead) >= e.cfg.Interval {
+		e.refreshIntents(ctx, rs, rs.intentsRead.IsZero())
+		rs.intentsRead = now
+	}
+	snap, err := e.current(ctx, ph)
 	if err != nil {
 		return err
-	}
-	if full {
-		rs.intentsRead = now
 	}
 	changed, infoErr := e.inst.Ensure(ctx, instances.View{
 		Nodes: snap.nodes, Subnets: snap.ensureView(),
@@ -49,8 +46,9 @@ func (e *Engine) round(ctx context.Context, rs *runState) error {
 		e.stopIfDeposed(rs, infoErr)
 		e.log.Warn("describing node info", "err", infoErr)
 	}
+	ph.mark(phaseDescribe)
 	if changed {
-		if snap, err = e.current(ctx, false); err != nil {
+		if snap, err = e.current(ctx, ph); err != nil {
 			return err
 		}
 	}
@@ -58,10 +56,38 @@ func (e *Engine) round(ctx context.Context, rs *runState) error {
 	free := func(node string) bool { return !busyBefore[node] && rs.idle(node, now) }
 	e.quarantine(snap)
 	held := e.upkeep(ctx, rs, snap, free, now)
+	ph.mark(phaseUpkeep)
 	e.plan(rs, snap, queued, func(n string) bool { return free(n) && !held[n] }, now)
+	ph.mark(phasePlan)
 	e.proposeReleases(ctx, rs, snap, func(n string) bool { return free(n) && !held[n] }, now)
 	e.publishStatus(ctx, rs, snap.statusIDs())
+	ph.mark(phaseRelease)
 	return nil
+}
+
+// refreshIntents reads every open intent from etcd into the store's
+// mirror, which holds the engine's own as it writes them: the read brings
+// in other writers' (the reconciler's, a previous leader's). It reads
+// every intent etcd still keeps, finished ones included, thousands during
+// a burst, so after the first round it runs in the background, one read at
+// a time, and the round plans from the mirror as it stands: the read's
+// finds reach the next round, never a round's own latency.
+func (e *Engine) refreshIntents(ctx context.Context, rs *runState, wait bool) {
+	if !e.refreshing.CompareAndSwap(false, true) {
+		return
+	}
+	read := func() {
+		defer e.refreshing.Store(false)
+		if _, err := e.st.ListOpenIntents(ctx); err != nil && ctx.Err() == nil {
+			e.stopIfDeposed(rs, err)
+			e.log.Warn("reading open intents", "err", err)
+		}
+	}
+	if wait {
+		read()
+		return
+	}
+	e.publishers.Go(read)
 }
 
 // publishStatus writes the round's node status changes in the background,

@@ -52,7 +52,7 @@ type runState struct {
 	// (only the round goroutine touches it); wakeAt is when it fires.
 	wake   *time.Timer
 	wakeAt time.Time
-	// intentsRead is when the round last read every open intent from etcd
+	// intentsRead is when a round last started reading every open intent
 	// (only the round goroutine touches it).
 	intentsRead time.Time
 }

@@ -42,9 +42,9 @@ func newSnapshot() *snapshot {
 	}
 }
 
-// load reads the state a round works from. Open intents come from the
-// store's mirror, read in full from etcd only when fullIntents is set.
-func (e *Engine) load(ctx context.Context, fullIntents bool) (*snapshot, error) {
+// load reads the state a round works from in full from etcd, but for the
+// open intents: those are the store's mirror (refreshIntents).
+func (e *Engine) load(ctx context.Context) (*snapshot, error) {
 	s := newSnapshot()
 	p, err := e.st.ReadPlanning(ctx)
 	if err != nil {
@@ -72,29 +72,13 @@ func (e *Engine) load(ctx context.Context, fullIntents bool) (*snapshot, error) 
 	for _, sn := range p.Subnets {
 		s.subnets[sn.ID] = sn
 	}
-	open, err := e.openIntents(ctx, fullIntents)
-	if err != nil {
-		return nil, err
-	}
+	open := e.st.OpenIntents()
 	rels, err := e.st.ListReleases(ctx, "")
 	if err != nil {
 		return nil, fmt.Errorf("list releases: %w", err)
 	}
 	s.fill(enis, open, rels)
 	return s, nil
-}
-
-// openIntents returns the open intents from the store's mirror, read in
-// full from etcd first when full is set.
-func (e *Engine) openIntents(ctx context.Context, full bool) ([]store.Intent, error) {
-	if !full {
-		return e.st.OpenIntents(), nil
-	}
-	open, err := e.st.ListOpenIntents(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("list open intents: %w", err)
-	}
-	return open, nil
 }
 
 // fill indexes the ENIs (by ID, and by node in device order), the open

@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"maps"
 	"math"
 	"slices"
 	"time"
@@ -18,6 +19,12 @@ type Stats struct {
 	// every bound. Two snapshots' difference gives a window's quantiles
 	// (RoundQuantile).
 	RoundHist []int64
+	// RoundPhases is where the rounds' wall time went, by phase (Phases
+	// names them); SlowRounds counts the rounds longer than SlowRound and
+	// SlowRoundPhases is where theirs went: what a long round is made of.
+	RoundPhases     map[string]time.Duration
+	SlowRounds      int64
+	SlowRoundPhases map[string]time.Duration
 	// FullReads is how many rounds read the whole state from etcd because
 	// the followed view was not live or had not caught up in time.
 	FullReads int64
@@ -47,8 +54,53 @@ type Stats struct {
 func newStats() Stats {
 	return Stats{
 		Planned: map[string]int64{}, Started: map[string]int64{}, Done: map[string]int64{}, Failed: map[string]int64{},
-		RoundHist: make([]int64, len(RoundBounds)+1),
+		RoundHist:   make([]int64, len(RoundBounds)+1),
+		RoundPhases: map[string]time.Duration{}, SlowRoundPhases: map[string]time.Duration{},
 	}
+}
+
+// SlowRound is the round time past which a round's phases are counted in
+// Stats.SlowRoundPhases: half the 100 ms a round at 5,000 nodes is held to.
+const SlowRound = 50 * time.Millisecond
+
+// The phases of a round, in order.
+const (
+	// phaseCatchUp is the wait for the followed view to reach the engine's
+	// own latest write.
+	phaseCatchUp = iota
+	// phaseRead builds the snapshot (from the view, or a full read) and
+	// reads the open intents.
+	phaseRead
+	// phaseDescribe describes from EC2 the nodes whose facts are missing.
+	phaseDescribe
+	// phaseUpkeep queues unfinished work and cancels stale releases.
+	phaseUpkeep
+	// phasePlan runs the planner and queues its actions.
+	phasePlan
+	// phaseRelease proposes releases and hands the status changes over.
+	phaseRelease
+	numPhases
+)
+
+// Phases names the round's phases, in order.
+var Phases = [numPhases]string{"catch-up", "read", "describe", "upkeep", "plan", "release"}
+
+// roundPhases times one round's phases: mark(p) charges the time since the
+// previous mark to p.
+type roundPhases struct {
+	began, last time.Time
+	took        [numPhases]time.Duration
+}
+
+func newRoundPhases() *roundPhases {
+	now := time.Now()
+	return &roundPhases{began: now, last: now}
+}
+
+func (p *roundPhases) mark(phase int) {
+	now := time.Now()
+	p.took[phase] += now.Sub(p.last)
+	p.last = now
 }
 
 // RoundBounds are the upper bounds of RoundHist's buckets: ten per decade
@@ -61,8 +113,23 @@ var RoundBounds = func() []time.Duration {
 	return b
 }()
 
-// observeRound counts one round that took d.
-func (s *Stats) observeRound(d time.Duration) {
+// observeRound counts one round, timed by its phases.
+func (s *Stats) observeRound(p *roundPhases) {
+	d := p.last.Sub(p.began)
+	s.observeRoundTime(d)
+	for i, t := range p.took {
+		s.RoundPhases[Phases[i]] += t
+		if d > SlowRound {
+			s.SlowRoundPhases[Phases[i]] += t
+		}
+	}
+	if d > SlowRound {
+		s.SlowRounds++
+	}
+}
+
+// observeRoundTime counts one round that took d.
+func (s *Stats) observeRoundTime(d time.Duration) {
 	s.Rounds++
 	s.RoundTime += d
 	i, _ := slices.BinarySearch(RoundBounds, d)
@@ -96,6 +163,7 @@ func (s Stats) clone() Stats {
 	c := s
 	c.Planned, c.Started, c.Done, c.Failed = copyMap(s.Planned), copyMap(s.Started), copyMap(s.Done), copyMap(s.Failed)
 	c.RoundHist = slices.Clone(s.RoundHist)
+	c.RoundPhases, c.SlowRoundPhases = maps.Clone(s.RoundPhases), maps.Clone(s.SlowRoundPhases)
 	return c
 }
 

@@ -189,16 +189,17 @@ const catchUpWait = time.Second
 
 // current returns the round's snapshot: built from the view when it is
 // live and holds the store's latest write, else read in full from etcd.
-func (e *Engine) current(ctx context.Context, fullIntents bool) (*snapshot, error) {
-	if !e.caughtUp(ctx) {
+// The open intents are the store's mirror (refreshIntents). ph is charged
+// with the wait and the read.
+func (e *Engine) current(ctx context.Context, ph *roundPhases) (*snapshot, error) {
+	caught := e.caughtUp(ctx)
+	ph.mark(phaseCatchUp)
+	defer ph.mark(phaseRead)
+	if !caught {
 		e.count(func(s *Stats) { s.FullReads++ })
-		return e.load(ctx, fullIntents)
+		return e.load(ctx)
 	}
-	open, err := e.openIntents(ctx, fullIntents)
-	if err != nil {
-		return nil, err
-	}
-	return e.view.snapshot(open), nil
+	return e.view.snapshot(e.st.OpenIntents()), nil
 }
 
 // caughtUp applies the follower's updates until the view holds the

@@ -52,7 +52,7 @@ func TestViewMatchesFullRead(t *testing.T) {
 			t.Fatalf("%s: the view did not catch up with the last write", step)
 		}
 		fromView := e.view.snapshot(nil)
-		full, err := e.load(ctx, false)
+		full, err := e.load(ctx)
 		must(err)
 		if !reflect.DeepEqual(fromView, full) {
 			t.Fatalf("%s: view's snapshot\n%+v\nfull read's\n%+v", step, fromView, full)

@@ -50,6 +50,7 @@ func run(args []string) int {
 	childLogs := fs.Bool("child-logs", false, "pass the broker's and awssim's logs to stderr")
 	upDown := fs.Bool("updown", false, "after the burst, delete every pod, wait for the pools to give back their excess, and burst again (use with --nodes 500 --pods-per-node 46)")
 	downWindow := fs.Duration("down-window", burst.DefaultDownWindow, "with --updown: how long (simulated) the pods' deletion is spread over")
+	brokerProfile := fs.String("broker-cpuprofile", "", "write the broker's CPU profile (the whole run) to this path plus a suffix")
 	logFlags := logfmt.Register(fs, "error")
 	buildinfo.Flag(fs)
 	if err := fs.Parse(args); err != nil {
@@ -76,6 +77,7 @@ func run(args []string) int {
 	if *upDown {
 		cfg.IdleWindow, cfg.UpDown = 0, &burst.UpDown{DownWindow: *downWindow}
 	}
+	cfg.BrokerCPUProfile = *brokerProfile
 	cfg.Logger = logfmt.New(os.Stderr, level)
 	cfg.Progress = os.Stderr
 	self, err := os.Executable()

@@ -1,9 +1,12 @@
 package executor
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/allotnet/allot/broker/store"
 )
@@ -83,14 +86,18 @@ func (e *Engine) load(ctx context.Context) (*snapshot, error) {
 
 // fill indexes the ENIs (by ID, and by node in device order), the open
 // intents and the releases (by node, oldest first).
+// A node's ENIs of one device index (none attached yet) are in ID order.
 func (s *snapshot) fill(enis []store.ENI, open []store.Intent, rels []store.Release) {
-	sort.Slice(enis, func(i, j int) bool { return enis[i].ID < enis[j].ID })
+	s.enis = make(map[string]store.ENI, len(enis))
+	s.byNode = make(map[string][]store.ENI, len(s.nodes))
 	for _, x := range enis {
 		s.enis[x.ID] = x
 		s.byNode[x.InstanceID] = append(s.byNode[x.InstanceID], x)
 	}
 	for _, l := range s.byNode {
-		sort.Slice(l, func(i, j int) bool { return l[i].DeviceIndex < l[j].DeviceIndex })
+		slices.SortFunc(l, func(a, b store.ENI) int {
+			return cmp.Or(cmp.Compare(a.DeviceIndex, b.DeviceIndex), strings.Compare(a.ID, b.ID))
+		})
 	}
 	for _, in := range open {
 		s.open[in.InstanceID] = append(s.open[in.InstanceID], in)

@@ -2,7 +2,6 @@ package executor
 
 import (
 	"context"
-	"sort"
 	"time"
 
 	"github.com/allotnet/allot/broker/store"
@@ -149,14 +148,17 @@ func (v *view) snapshot(open []store.Intent) *snapshot {
 	for id := range v.bad[store.RecordNode] {
 		s.registered[id] = true
 	}
-	for id, n := range v.nodes {
+	s.node = make(map[string]store.Node, len(v.nodes))
+	if len(v.nodes) > 0 {
+		s.nodes = make([]store.Node, 0, len(v.nodes))
+	}
+	for _, id := range sortedIDs(v.nodes) {
 		s.registered[id] = true
 		if _, bad := s.quarantined[id]; !bad {
-			s.nodes = append(s.nodes, n)
-			s.node[id] = n
+			s.nodes = append(s.nodes, v.nodes[id])
+			s.node[id] = v.nodes[id]
 		}
 	}
-	sort.Slice(s.nodes, func(i, j int) bool { return s.nodes[i].InstanceID < s.nodes[j].InstanceID })
 	s.demands = make(map[string]store.Demand, len(v.demands))
 	for id, d := range v.demands {
 		s.demands[id] = d

@@ -21,7 +21,7 @@ LDFLAGS     := -X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).commit=$(COMMI
 # Every main package in the repository, built into bin/ under its own name.
 COMMANDS := $(shell $(GO) list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./... 2>/dev/null)
 
-.PHONY: all build images test fuzz proto lint tools clean demo soak bench-cni bench-burst bench-burst-quick bench-sweep bench-scale bench-updown
+.PHONY: all build images test fuzz proto lint tools clean demo soak bench-cni bench-burst bench-burst-quick bench-sweep bench-scale bench-updown bench-agents
 
 all: build
 
@@ -116,6 +116,17 @@ bench-updown: build
 SCALE_FLAGS ?=
 bench-scale: build
 	$(BIN)/allot-scale $(SCALE_FLAGS)
+
+# bench-agents runs real allot-agent processes, each with its node's
+# namespace and real host networking, against the broker and awssim with
+# TLS and node attestation on (as `make demo` does): per-agent memory
+# (VmRSS idle, VmHWM overall) and CPU idle and over a burst of 110 pods per
+# node, the rate at which one node replaces its pods through the plugin,
+# and the pool alone with its checkpoint on disk, with group commit and
+# with every change written alone (as root; docs/benchmarks.md).
+AGENTS_FLAGS ?=
+bench-agents: build
+	$(BIN)/allot-agents $(AGENTS_FLAGS)
 
 # bench-cni measures ADD/DEL latency through the plugin binary in real
 # network namespaces next to the reference ptp + host-local plugins (which

@@ -79,6 +79,9 @@ func (p *Pool) commitLocked(undo func(), claims ...claim) error {
 		p.notify()
 		return nil
 	}
+	if p.cfg.CommitEachAlone {
+		return p.commitAloneLocked(undo)
+	}
 	if p.open == nil {
 		p.open = &batch{}
 	}
@@ -103,6 +106,18 @@ func (p *Pool) commitLocked(undo func(), claims ...claim) error {
 	}
 	if b.err != nil {
 		return fmt.Errorf("persist pool state: %w", b.err)
+	}
+	p.notify()
+	return nil
+}
+
+// commitAloneLocked writes the state with mu held, so that nothing else
+// changes until this change is durable: one write per change.
+func (p *Pool) commitAloneLocked(undo func()) error {
+	if err := p.cfg.Store.Save(p.snapshotLocked()); err != nil {
+		undo()
+		p.wakeLocked() // an undone ADD's address is free again
+		return fmt.Errorf("persist pool state: %w", err)
 	}
 	p.notify()
 	return nil

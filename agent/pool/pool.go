@@ -54,9 +54,13 @@ type Config struct {
 	// at once.
 	RetryLinger time.Duration
 	// Store persists every change; nil keeps state in memory only (tests).
-	Store  Persister
-	Clock  Clock
-	Logger *slog.Logger
+	Store Persister
+	// CommitEachAlone writes every change on its own, holding the pool's
+	// lock across the write, as the pool did before group commit. Only
+	// benchmarks set it, to show what group commit saves.
+	CommitEachAlone bool
+	Clock           Clock
+	Logger          *slog.Logger
 }
 
 // Pool is the warm pool and datastore. It is safe for concurrent use.

@@ -40,7 +40,7 @@ type agentParams struct {
 	warm                                WarmTargets
 	cooldown                            time.Duration
 	certs                               *pki
-	env                                 []string
+	env, extra                          []string
 }
 
 func newAgent(bins Binaries, r *run, p agentParams) (*Agent, error) {
@@ -89,6 +89,7 @@ func newAgent(bins Binaries, r *run, p agentParams) (*Agent, error) {
 			args = append(args, f.flag+"="+strconv.Itoa(f.v))
 		}
 	}
+	args = append(args, p.extra...)
 	a.proc = newProcess("agent-"+p.name, bins.Agent, args, filepath.Join(dir, "agent.log"), r.pidDir())
 	a.proc.env = p.env
 	return a, nil
@@ -102,6 +103,9 @@ func (a *Agent) Start() error { return a.proc.start() }
 // before it exits, so it gets that long before SIGKILL; an idle agent
 // exits at once.
 func (a *Agent) Stop() error { return a.proc.stop(daemon.DefaultMaxAddWait + 10*time.Second) }
+
+// Pid is the agent process's id, or 0 when it does not run.
+func (a *Agent) Pid() int { return a.proc.pid() }
 
 // Kill ends the agent with SIGKILL: none of its shutdown code runs.
 func (a *Agent) Kill() error { return a.proc.stop(0) }

@@ -243,7 +243,7 @@ func (c *Cluster) newNode(i int, inst world.Instance) (*Node, error) {
 	}
 	n.Agent, err = newAgent(c.cfg.Binaries, c.run, agentParams{
 		name: n.Name, imds: imds, broker: c.BrokerAddrs(), nodeNetNS: n.NetNS, mode: c.cfg.Mode,
-		warm: c.cfg.Warm, cooldown: c.cfg.Cooldown, certs: c.pki, env: c.cfg.Env,
+		warm: c.cfg.Warm, cooldown: c.cfg.Cooldown, certs: c.pki, env: c.cfg.Env, extra: c.cfg.AgentArgs,
 	})
 	if err != nil {
 		return nil, err

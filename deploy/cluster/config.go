@@ -68,6 +68,9 @@ type Config struct {
 	// Env is added to the environment of the broker and every agent (the
 	// OpenTelemetry variables, say).
 	Env []string
+	// AgentArgs are added to every agent's command line after the
+	// harness's own flags, so they win (--log-level=info, say).
+	AgentArgs []string
 	// Logger receives the harness's progress; nil discards it.
 	Logger *slog.Logger
 	// ComponentLogger receives awssim's and the data plane's logs; nil

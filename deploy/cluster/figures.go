@@ -114,3 +114,7 @@ func percentiles(ds []time.Duration) Percentiles {
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	return Percentiles{P50: ms(rank(0.50)), P99: ms(rank(0.99)), Max: ms(s[len(s)-1])}
 }
+
+// PercentilesOf is the p50, p99 and maximum of ds (nearest rank), in
+// milliseconds.
+func PercentilesOf(ds []time.Duration) Percentiles { return percentiles(ds) }

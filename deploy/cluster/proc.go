@@ -93,6 +93,16 @@ func (p *process) running() bool {
 	}
 }
 
+// pid is the process's id, or 0 when it does not run.
+func (p *process) pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
 // exitState returns how the process ended, or nil while it runs (or was
 // never started).
 func (p *process) exitState() *os.ProcessState {

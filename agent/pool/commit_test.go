@@ -445,3 +445,42 @@ func TestGroupCommitStormWithFailures(t *testing.T) {
 	}
 	f.checkPersisted(t)
 }
+
+// With CommitEachAlone every change is its own write, concurrent or not,
+// and a failed write still undoes its change.
+func TestCommitEachAlone(t *testing.T) {
+	f := newPool(t, Config{CommitEachAlone: true, Cooldown: -1})
+	f.capacity(t, "eni-0", addrRange("10.0.0", 20, 16)...)
+	_, before := f.store.state()
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := f.p.Add(context.Background(), key(fmt.Sprint("c", i)), PodInfo{}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if _, after := f.store.state(); after-before != 16 {
+		t.Errorf("16 concurrent ADDs took %d writes; want one each", after-before)
+	}
+	f.checkPersisted(t)
+
+	if _, _, err := f.p.Del(key("c0")); err != nil {
+		t.Fatal(err)
+	}
+	f.store.setFail(true)
+	if _, err := f.p.Add(context.Background(), key("x"), PodInfo{}); !errors.Is(err, errDiskFull) {
+		t.Fatalf("ADD with the disk failing: %v; want %v", err, errDiskFull)
+	}
+	if _, ok := f.p.Get(key("x")); ok {
+		t.Error("the failed ADD's allocation was kept")
+	}
+	f.store.setFail(false)
+	if _, err := f.p.Add(context.Background(), key("y"), PodInfo{}); err != nil {
+		t.Fatalf("ADD after the disk recovered (the undone ADD's address must be free again): %v", err)
+	}
+	f.checkPersisted(t)
+}

@@ -63,9 +63,20 @@ type AgentFigures struct {
 	// LoadedRSSMiB with every pod of the burst running, idle again.
 	IdleRSSMiB   float64 `json:"idle_rss_mib"`
 	LoadedRSSMiB float64 `json:"loaded_rss_mib"`
-	// PeakRSSMiB is VmHWM at the end of the run (before the churn):
-	// the most the process was ever resident.
-	PeakRSSMiB float64 `json:"peak_rss_mib"`
+	// BurstPeakRSSMiB is VmHWM after the ADD burst; PeakRSSMiB at the
+	// end, after the churn and every pod deleted at once: the most the
+	// process was ever resident. EndRSSMiB is VmRSS then.
+	BurstPeakRSSMiB float64 `json:"burst_peak_rss_mib"`
+	PeakRSSMiB      float64 `json:"peak_rss_mib"`
+	EndRSSMiB       float64 `json:"end_rss_mib"`
+	// LoadedAnonMiB and LoadedFileMiB split LoadedRSSMiB: anonymous
+	// memory (heap, stacks, the runtime's) and file pages (the mapped
+	// binary).
+	LoadedAnonMiB float64 `json:"loaded_anon_mib"`
+	LoadedFileMiB float64 `json:"loaded_file_mib"`
+	// EndThreads is the process's OS threads at the end (Go keeps a
+	// thread it made, so this is about the most it ever had).
+	EndThreads int `json:"end_threads"`
 	// CPU in percent of one core: idle without pods, over the burst, and
 	// idle with the pods running.
 	IdleCPUPct   float64 `json:"idle_cpu_pct"`
@@ -73,6 +84,8 @@ type AgentFigures struct {
 	LoadedCPUPct float64 `json:"loaded_cpu_pct"`
 	// BurstCPUSeconds is the CPU time the burst cost the agent.
 	BurstCPUSeconds float64 `json:"burst_cpu_seconds"`
+	// DelBurstCPUSeconds is the CPU time of deleting every pod at once.
+	DelBurstCPUSeconds float64 `json:"del_burst_cpu_seconds"`
 }
 
 // Report is a run's figures.
@@ -218,17 +231,29 @@ func measure(ctx context.Context, cfg Config, c *cluster.Cluster, rep *Report, s
 		f.IdleRSSMiB, f.IdleCPUPct = mib(idle[i].end.RSSBytes), idle[i].cpuPct()
 		f.BurstCPUPct, f.BurstCPUSeconds = bursts[i].cpuPct(), bursts[i].cpuSeconds()
 		f.LoadedRSSMiB, f.LoadedCPUPct = mib(loaded[i].end.RSSBytes), loaded[i].cpuPct()
-		f.PeakRSSMiB = mib(loaded[i].end.PeakRSSBytes)
-		rep.MaxPeakRSSMiB = max(rep.MaxPeakRSSMiB, f.PeakRSSMiB)
+		f.BurstPeakRSSMiB = mib(loaded[i].end.PeakRSSBytes)
+		f.LoadedAnonMiB, f.LoadedFileMiB, _ = rssSplit(f.Pid)
 	}
 	if rep.Failed > 0 {
 		return fmt.Errorf("%d of %d ADDs failed; first: %w", rep.Failed, len(results), firstErr(results))
 	}
 	if cfg.Churn > 0 {
 		say("churn on %s: its %d pods replaced, %d at a time, for %v", c.Nodes[0].Name, cfg.PodsPerNode, cfg.Parallel, cfg.Churn)
-		if rep.Churn, err = churn(ctx, c, c.Nodes[0], pods, cfg.Parallel, cfg.Churn); err != nil {
+		if rep.Churn, pods, err = churn(ctx, c, c.Nodes[0], pods, cfg.Parallel, cfg.Churn); err != nil {
 			return err
 		}
+	}
+	say("deleting all %d pods at once, as `make demo` does", len(pods))
+	dels, err := sampleOver(ctx, agents, 0, func() error { return errors.Join(c.DeletePods(ctx, pods)...) })
+	if err != nil {
+		return err
+	}
+	for i := range agents {
+		f := &rep.Agents[i]
+		f.DelBurstCPUSeconds = dels[i].cpuSeconds()
+		f.EndRSSMiB, f.PeakRSSMiB = mib(dels[i].end.RSSBytes), mib(dels[i].end.PeakRSSBytes)
+		_, _, f.EndThreads = rssSplit(f.Pid)
+		rep.MaxPeakRSSMiB = max(rep.MaxPeakRSSMiB, f.PeakRSSMiB)
 	}
 	return nil
 }

@@ -36,16 +36,19 @@ type ChurnFigures struct {
 }
 
 // churn replaces the node's pods, parallel at a time, for d.
-func churn(ctx context.Context, c *cluster.Cluster, n *cluster.Node, all []*cluster.Pod, parallel int, d time.Duration) (*ChurnFigures, error) {
+func churn(ctx context.Context, c *cluster.Cluster, n *cluster.Node, all []*cluster.Pod, parallel int, d time.Duration) (*ChurnFigures, []*cluster.Pod, error) {
+	var others []*cluster.Pod
 	queue := make(chan *cluster.Pod, len(all))
 	for _, p := range all {
 		if p.Node == n {
 			queue <- p
+		} else {
+			others = append(others, p)
 		}
 	}
 	f := &ChurnFigures{Node: n.Name, Pods: len(queue), Parallel: parallel}
 	if f.Pods == 0 {
-		return nil, fmt.Errorf("no pod on %s to replace", n.Name)
+		return nil, all, fmt.Errorf("no pod on %s to replace", n.Name)
 	}
 	var (
 		mu         sync.Mutex
@@ -94,19 +97,20 @@ func churn(ctx context.Context, c *cluster.Cluster, n *cluster.Node, all []*clus
 		f.Seconds = time.Since(deadline.Add(-d)).Seconds()
 		return errors.Join(errs...)
 	})
+	var held []string
+	close(queue)
+	for p := range queue {
+		held = append(held, p.Addr.String())
+		others = append(others, p)
+	}
 	if err != nil {
-		return f, fmt.Errorf("churn on %s: %w", n.Name, err)
+		return f, others, fmt.Errorf("churn on %s: %w", n.Name, err)
 	}
 	f.Replacements = len(adds)
 	f.PerSecond = float64(f.Replacements) / f.Seconds
 	f.AddMs, f.DelMs = cluster.PercentilesOf(adds), cluster.PercentilesOf(dels)
 	f.AgentCPUPct = win[0].cpuPct()
-	var held []string
-	close(queue)
-	for p := range queue {
-		held = append(held, p.Addr.String())
-	}
 	slices.Sort(held)
 	f.DistinctAtEnd = len(slices.Compact(held))
-	return f, nil
+	return f, others, nil
 }

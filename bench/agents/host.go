@@ -51,3 +51,32 @@ func loadAverage() float64 {
 	}
 	return v
 }
+
+// rssSplit reads how much of a process's resident set is anonymous (heap,
+// stacks) and how much is file pages (its binary), in MiB, and how many
+// threads it has.
+func rssSplit(pid int) (anon, file float64, threads int) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, 0, 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		fs := strings.Fields(l)
+		if len(fs) < 2 {
+			continue
+		}
+		kb, err := strconv.ParseFloat(fs[1], 64)
+		if err != nil {
+			continue
+		}
+		switch fs[0] {
+		case "RssAnon:":
+			anon = kb / 1024
+		case "RssFile:":
+			file = kb / 1024
+		case "Threads:":
+			threads = int(kb)
+		}
+	}
+	return anon, file, threads
+}

@@ -12,12 +12,17 @@ func (r *Report) WriteText(w io.Writer) {
 		r.Nodes, r.InstanceType, r.Mode, r.PodsPerNode, r.Parallel, r.TimeScale)
 	fmt.Fprintf(w, "burst: %d pods in %.1f s, %d distinct addresses, %d failed; checkpoints on %s\n\n",
 		r.Pods, r.BurstSeconds, r.DistinctAddrs, r.Failed, r.CheckpointFS)
-	fmt.Fprintf(w, "%-8s %7s %10s %10s %10s %9s %9s %9s %10s\n", "agent", "pid", "idle RSS", "110p RSS", "peak HWM",
-		"idle CPU", "burst CPU", "110p CPU", "burst CPU")
-	fmt.Fprintf(w, "%-8s %7s %10s %10s %10s %9s %9s %9s %10s\n", "", "", "MiB", "MiB", "MiB", "%", "%", "%", "s")
+	fmt.Fprintf(w, "%-8s %7s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s\n", "agent", "pid", "idle RSS", "pods RSS", "burst HWM",
+		"peak HWM", "end RSS", "idle CPU", "burst CPU", "pods CPU", "ADDs CPU", "DELs CPU")
+	fmt.Fprintf(w, "%-8s %7s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s\n", "", "", "MiB", "MiB", "MiB", "MiB", "MiB", "%", "%", "%", "s", "s")
 	for _, a := range r.Agents {
-		fmt.Fprintf(w, "%-8s %7d %10.1f %10.1f %10.1f %9.2f %9.1f %9.2f %10.2f\n", a.Node, a.Pid, a.IdleRSSMiB,
-			a.LoadedRSSMiB, a.PeakRSSMiB, a.IdleCPUPct, a.BurstCPUPct, a.LoadedCPUPct, a.BurstCPUSeconds)
+		fmt.Fprintf(w, "%-8s %7d %9.1f %9.1f %9.1f %9.1f %9.1f %9.2f %9.1f %9.2f %9.2f %9.2f\n", a.Node, a.Pid, a.IdleRSSMiB,
+			a.LoadedRSSMiB, a.BurstPeakRSSMiB, a.PeakRSSMiB, a.EndRSSMiB, a.IdleCPUPct, a.BurstCPUPct, a.LoadedCPUPct,
+			a.BurstCPUSeconds, a.DelBurstCPUSeconds)
+	}
+	for _, a := range r.Agents {
+		fmt.Fprintf(w, "%s with its pods: %.1f MiB anonymous (heap, stacks, runtime), %.1f MiB file pages (its binary); %d threads at the end\n",
+			a.Node, a.LoadedAnonMiB, a.LoadedFileMiB, a.EndThreads)
 	}
 	verdict := "met"
 	if r.MaxPeakRSSMiB > r.TargetPeakRSSMiB {

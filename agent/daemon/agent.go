@@ -83,6 +83,8 @@ type Agent struct {
 	// Reconcile would restore a pod being torn down, or call one being set
 	// up stray.
 	netMu sync.RWMutex
+	// netSlots bounds the pod network work in flight (netslots.go).
+	netSlots netSlots
 
 	metrics  *telemetry.Metrics
 	tel      *instruments
@@ -110,7 +112,7 @@ func New(cfg Config, deps Deps) (*Agent, error) {
 	}
 	a := &Agent{
 		cfg: cfg, deps: deps, log: deps.Logger.With("component", "agent"), clock: deps.Clock,
-		ckpt: checkpoint.New(cfg.CheckpointPath), net: deps.Network,
+		ckpt: checkpoint.New(cfg.CheckpointPath), net: deps.Network, netSlots: newNetSlots(),
 	}
 	a.keys.init()
 	var meter metric.Meter = noop.NewMeterProvider().Meter(meterName)

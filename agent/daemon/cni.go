@@ -63,6 +63,7 @@ func (a *Agent) Add(ctx context.Context, req cniserver.Request) (res cniserver.A
 	pc := a.podConfig(al, req.NetNS)
 	a.netMu.RLock()
 	defer a.netMu.RUnlock()
+	defer a.netSlots.take()()
 	pr, err := a.net.SetupPod(pc)
 	if err != nil {
 		if terr := a.net.TeardownPod(pc); terr != nil {
@@ -133,6 +134,7 @@ func (a *Agent) Del(ctx context.Context, req cniserver.Request) (err error) {
 	defer unlock()
 	a.netMu.RLock()
 	defer a.netMu.RUnlock()
+	defer a.netSlots.take()()
 	return a.delLocked(key, req)
 }
 
@@ -188,6 +190,7 @@ func (a *Agent) Check(ctx context.Context, req cniserver.Request) (err error) {
 	}
 	a.netMu.RLock()
 	defer a.netMu.RUnlock()
+	defer a.netSlots.take()()
 	err = a.net.CheckPod(a.podConfig(al, req.NetNS))
 	var ce *hostnet.CheckError
 	switch {

@@ -37,7 +37,9 @@ type config struct {
 
 	nodeNetNS string
 	procSys   string
-	log       logfmt.Options
+	// memoryLimitMiB is the Go runtime's soft memory limit (memory.go).
+	memoryLimitMiB int
+	log            logfmt.Options
 	// trace is read from the OpenTelemetry environment.
 	trace telemetry.TraceConfig
 }
@@ -139,6 +141,9 @@ func hostFlags(fs *flag.FlagSet, c *config) (exclude *string) {
 	fs.IntVar(&a.MTU, "mtu", 0, "MTU of ENI links and pod veths (0: leave as is)")
 	fs.StringVar(&c.nodeNetNS, "node-netns", "", "network namespace path of the node (empty: the agent's own)")
 	fs.StringVar(&c.procSys, "proc-sys", "/proc/sys", "where /proc/sys is writable (in a container: the host's /proc/sys/net mounted under <dir>/net)")
+	fs.IntVar(&c.memoryLimitMiB, "memory-limit-mib", defaultMemoryLimitMiB, "soft limit, in MiB, on the memory the Go runtime "+
+		"holds (heap, goroutine stacks, its own): near it the garbage collector runs sooner and hands freed memory back to the "+
+		"kernel at once, rather than keeping the peak of a burst (0: no limit; GOMEMLIMIT, when set, wins)")
 	fs.StringVar(&c.agent.NodeName, "node-name", "", "Kubernetes node name, from the downward API (spec.nodeName); registered with the broker, shown by allotctl and in logs beside the instance ID")
 	return exclude
 }
@@ -174,6 +179,9 @@ func (c *config) finish(raw rawFlags) error {
 		return fmt.Errorf("--max-add-wait %v is above %v: the plugin gives up on an ADD after its timeout (%v) "+
 			"and the agent must answer %v before that, with the pod wired or \"try again later\"", a.MaxAddWait, limit,
 			plugin.DefaultTimeout, plugin.AgentMargin)
+	}
+	if c.memoryLimitMiB < 0 {
+		return errors.New("--memory-limit-mib must not be negative")
 	}
 	if a.Cooldown == 0 {
 		a.Cooldown = -1 // an explicit 0 on the command line means none

@@ -43,6 +43,7 @@ func main() {
 		}
 		os.Exit(2)
 	}
+	setMemory(cfg.memoryLimitMiB, os.Getenv("GOMEMLIMIT"))
 	// The latest records also stay in memory for /v1/logs and the
 	// support bundle.
 	recent := logring.New(2000)

@@ -88,8 +88,13 @@ const (
 	// arrive before planning, so a burst of demands lands in one plan and
 	// the engine's own writes do not each cost a round.
 	settle = 50 * time.Millisecond
-	// workers bounds the EC2 actions carried out at once.
-	workers = 64
+	// workers bounds the EC2 actions carried out at once. An action waits
+	// for its first call's token on its worker, so there are enough for a
+	// burst's actions of every bucket at once: with 64, the Assigns of a
+	// 96-node burst against buckets far slower than the model (before the
+	// limiter has learned them) held every worker, and the Create bucket
+	// stood idle for seconds with its actions queued behind them.
+	workers = 256
 	// staleIntent is how long an open intent written by the reconciler is
 	// left to it before the engine resolves it as abandoned.
 	staleIntent = time.Minute

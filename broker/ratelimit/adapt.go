@@ -17,29 +17,46 @@ import (
 //   - A new bucket starts slowly (bucket.release), so a real bucket far
 //     smaller than the model costs one throttle, not a burst of them.
 //   - The first throttle makes the bucket paced: EC2's bucket is taken to be
-//     empty and to hold one token, so one call is out at a time and the next
-//     leaves a pause after the answer to the last accepted one. Measuring
-//     from the answer, not the send, means network delay can only lengthen
-//     the gap EC2 sees, never shorten it.
-//   - A throttled pause was too short, an accepted one long enough (EC2
-//     refilled a token in it). Until a pause has been accepted it grows
-//     sixteenfold per throttle; then it is bisected (geometrically, at most
-//     halving) between the longest too short and the shortest long enough,
-//     and settles on the latter once they are within 10%.
+//     empty and to hold one token, refilled every T, so one call is out at a
+//     time and the next is sent a pause after the answer to the last
+//     accepted one.
+//   - What EC2 sees is the gap between the arrivals of two calls, and each
+//     arrival lies between the call's send and its answer. So a call sent a
+//     pause after the last accepted one's answer reaches EC2 at least that
+//     pause after it: a throttle there says T is longer than the pause.
+//     And a call accepted says T is no longer than from the last accepted
+//     call's send to this one's answer (with one token, EC2 refilled a whole
+//     one in between). These two bounds hold whatever the delays on the
+//     way, so the learned T (the shortest such span, "enough") is never
+//     shorter than EC2's, and pausing that long after an answer is never
+//     throttled by a bucket that stayed the same: the gap EC2 sees is the
+//     pause plus the delays, which can only lengthen it.
+//   - Pacing from the send instead (or sending the next call before the last
+//     one is answered, so that it arrives as the token refills) would save
+//     the round trip, but the gap EC2 sees would then be the send gap plus
+//     this call's delay on the way minus the last one's, shorter whenever
+//     the last one was slow to arrive: it needs a margin of the last call's
+//     whole round trip, which is what pacing from its answer is. The round
+//     trip (milliseconds) is small beside a refill this slow (seconds).
+//   - Until a call is accepted the pause grows sixteenfold per throttle;
+//     then it is bisected geometrically between the longest pause that was
+//     too short and enough, and settles on enough once the two are within
+//     5%, or when a pause between them was accepted but taught nothing
+//     (the round trip is wider than what is left to learn).
 //   - Settled, it tries a pause 8% shorter after 100 accepted calls in a
 //     row or an hour (EC2 time) without a throttle, so the rate creeps back
-//     up when the pressure goes; back at the model's rate, the bucket is
-//     the model's again. A throttle at a pause that used to be long enough
-//     says the pressure grew (or that pause was at the edge): the pause
-//     grows by a quarter, then doubles per throttle, and the search starts
-//     over.
+//     up when the pressure goes; a throttle there goes straight back to
+//     enough. Back at the model's rate, the bucket is the model's again. A
+//     throttle at enough says the pressure grew (or that EC2's bucket holds
+//     more than one token, so accepted calls proved less): the pause grows
+//     by a tenth, then doubles per throttle, and the search starts over.
 //   - The rate never drops below a thousandth of the model's.
 //
 // A bucket that is never throttled never becomes paced: with EC2's limits as
 // modelled, only the slow start (a few round trips) differs.
 const (
 	searchGrowth = 16
-	settleRatio  = 1.1
+	settleRatio  = 1.05
 	speedUpStep  = 0.92
 	speedUpEvery = 100
 	quietPeriod  = time.Hour
@@ -58,6 +75,7 @@ type pacing struct {
 	tooShort, enough time.Duration // bounds learned so far; 0 = none
 	streak           int           // accepted calls since the last throttle or speed-up
 	found            bool          // a paced call has been accepted
+	probing          bool          // trying shorter pauses after a settled one (speed-up)
 	quietSince       time.Time
 }
 
@@ -91,22 +109,30 @@ func (l *Limiter) startPacing(c Class, b *bucket, now time.Time) {
 	b.wake()
 }
 
-// pacedDone takes EC2's answer to a paced call. l.mu is held.
-func (l *Limiter) pacedDone(b *bucket, sent, now time.Time, o Outcome) {
+// pacedDone takes EC2's answer to a paced call sent at sent; lastSent is
+// the send of the last call EC2 accepted before it (zero: none seen). l.mu
+// is held.
+func (l *Limiter) pacedDone(b *bucket, sent, lastSent, now time.Time, o Outcome) {
 	p := b.pace
 	p.busy = false
 	defer p.wake()
 	gap := sent.Sub(p.lastOK)
 	switch o {
 	case Unknown:
+		// Whether or not it took a token, the next pause counts from
+		// it (and a bound from lastSent holds either way).
 		p.lastOK = now
 		return
 	case Throttled:
 		p.throttled(gap, now)
 		return
 	}
+	span := gap // with no accepted call seen before, what held
+	if !lastSent.IsZero() {
+		span = now.Sub(lastSent)
+	}
 	p.lastOK = now
-	p.accepted(gap, now, l.scale)
+	p.accepted(gap, span, now, l.scale)
 	if p.pause <= p.model {
 		// Back at the model's rate: the pressure has gone.
 		b.pace = nil
@@ -122,12 +148,17 @@ func (p *pacing) throttled(gap time.Duration, now time.Time) {
 	p.streak, p.quietSince = 0, now
 	p.tooShort = max(p.tooShort, gap)
 	switch {
+	case p.probing && p.enough > p.tooShort:
+		// A shorter pause, tried to see whether the pressure went, did
+		// not hold: back to the one that did, in one step.
+		p.probing = false
+		p.tooShort = max(p.tooShort, settledBelow(p.enough))
+		p.pause = p.enough
 	case p.enough > 0 && p.enough <= p.tooShort:
-		// Long enough before, not now: the pressure grew, or the pause
-		// that held was at the edge (a network delay lengthened the gap
-		// EC2 saw). Only a little slower, then, and doubling from there.
+		// Enough before, not now: the pressure grew. A little slower,
+		// then, and doubling from there if that is not enough.
 		p.enough = 0
-		p.pause = p.tooShort * 5 / 4
+		p.pause = time.Duration(float64(p.tooShort) * settleRatio * settleRatio)
 	case p.enough == 0 && p.found:
 		p.pause = 2 * p.tooShort
 	case p.enough == 0:
@@ -138,27 +169,41 @@ func (p *pacing) throttled(gap time.Duration, now time.Time) {
 	p.pause = min(p.pause, p.max)
 }
 
-// accepted learns from an accepted call after a pause of gap.
-func (p *pacing) accepted(gap time.Duration, now time.Time, scale float64) {
+// accepted learns from a call accepted after a pause of gap, span after
+// the last accepted call was sent.
+func (p *pacing) accepted(gap, span time.Duration, now time.Time, scale float64) {
 	p.streak++
 	p.found = true
-	if gap > 0 && (p.enough == 0 || gap < p.enough) {
-		p.enough = gap
+	learned := span > 0 && (p.enough == 0 || span < p.enough)
+	if learned {
+		p.enough = span
 	}
 	if p.enough == 0 {
 		return
 	}
-	if p.tooShort >= p.enough {
-		p.tooShort = p.enough / 2
+	if p.tooShort >= p.enough || !learned && gap < p.enough {
+		// A throttled pause as long as this one held (the pressure
+		// eased), or a pause between the bounds that taught nothing:
+		// settle on enough.
+		p.tooShort = settledBelow(p.enough)
 	}
 	settled := float64(p.enough) <= float64(p.tooShort)*settleRatio
+	if settled {
+		p.probing = false
+	}
 	quiet := now.Sub(p.quietSince) >= time.Duration(float64(quietPeriod)/scale)
 	if settled && (p.streak >= speedUpEvery || quiet) {
 		// Try a shorter pause once: next() lands on speedUpStep*enough.
 		p.tooShort = time.Duration(float64(p.enough) * speedUpStep * speedUpStep)
 		p.streak, p.quietSince = 0, now
+		p.probing = true
 	}
 	p.pause = next(p.tooShort, p.enough)
+}
+
+// settledBelow is the longest too short pause that leaves enough settled.
+func settledBelow(enough time.Duration) time.Duration {
+	return time.Duration(math.Ceil(float64(enough) / settleRatio))
 }
 
 // next is the pause to try between a too short and a long enough one.
@@ -166,7 +211,10 @@ func next(tooShort, enough time.Duration) time.Duration {
 	if float64(enough) <= float64(tooShort)*settleRatio {
 		return enough
 	}
-	return max(time.Duration(math.Sqrt(float64(tooShort)*float64(enough))), enough/2)
+	if tooShort <= 0 {
+		return enough / 2
+	}
+	return time.Duration(math.Sqrt(float64(tooShort) * float64(enough)))
 }
 
 // acquirePaced waits, in FIFO order, for the paced bucket's one call to be

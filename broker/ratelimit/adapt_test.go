@@ -3,6 +3,7 @@ package ratelimit_test
 import (
 	"context"
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -67,36 +68,68 @@ func acquire(t *testing.T, clk *ratelimittest.ManualClock, l *ratelimit.Limiter,
 // time, take at most 1.2× the floor (149 refills of 20 s), and end up
 // pacing at most 20% slower than EC2 refills, never faster.
 func TestAdaptLearnsSlowBucket(t *testing.T) {
-	const calls, refill = 150, 0.05
+	fixed := func() time.Duration { return time.Millisecond }
+	throttled, took, floor := slowBucket(t, 150, 0.05, fixed)
+	if throttled > 150/20 {
+		t.Errorf("%d throttles, want at most 5%% of the calls", throttled)
+	}
+	if took > floor*12/10 {
+		t.Errorf("took %v, more than 1.2x the floor of %v", took, floor)
+	}
+}
+
+// TestAdaptDelaysOnTheWay: the same, with each call spending a random 0 to
+// 500 ms on the way to EC2 and as long back (a round trip up to 5% of the
+// refill interval, changing from call to call). What the bucket learns
+// bounds EC2's interval whatever the delays, so once learned it is not
+// throttled again, but for one try of a shorter pause per 100 calls.
+func TestAdaptDelaysOnTheWay(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	delay := func() time.Duration { return time.Duration(rng.Int64N(int64(500 * time.Millisecond))) }
+	throttled, took, floor := slowBucket(t, 300, 0.05, delay)
+	if throttled > 300/20 {
+		t.Errorf("%d throttles, want at most 5%% of the calls", throttled)
+	}
+	if took > floor*12/10 {
+		t.Errorf("took %v, more than 1.2x the floor of %v", took, floor)
+	}
+}
+
+// slowBucket sends calls one after another, each retried until accepted,
+// against an EC2 bucket of 1 token refilled at refill, each leg of each
+// call delayed by delay(). It checks what the limiter learned and returns
+// the throttles, the time taken and the floor (calls-1 refills).
+func slowBucket(t *testing.T, calls int, refill float64, delay func() time.Duration) (throttled int, took, floor time.Duration) {
+	t.Helper()
 	clk := ratelimittest.NewManualClock(epoch)
 	l := ratelimit.New(ratelimit.Config{Clock: clk, Adapt: true})
 	ec2 := &ec2Bucket{size: 1, refill: refill, tokens: 1, last: epoch}
 	c := ratelimit.CreateNetworkInterface
-	throttled := 0
-	for range calls {
+	var late []int // the calls throttled after the first 20
+	for i := range calls {
 		for {
 			turn := acquire(t, clk, l, c, 50*time.Millisecond)
-			clk.Advance(time.Millisecond) // on the way to EC2
+			clk.Advance(delay()) // on the way to EC2
 			ok := ec2.take(clk.Now())
-			clk.Advance(time.Millisecond) // and back
+			clk.Advance(delay()) // and back
 			if ok {
 				turn.Done(ratelimit.Accepted)
 				break
 			}
 			throttled++
+			if i >= 20 {
+				late = append(late, i)
+			}
 			turn.Done(ratelimit.Throttled)
 		}
 	}
-	took := clk.Now().Sub(epoch)
-	floor := time.Duration((calls - 1) / refill * float64(time.Second))
-	share := float64(throttled) / float64(calls+throttled)
-	t.Logf("%d calls, %d throttled (%.1f%%); took %v, floor %v (%.2fx); learned %+v",
-		calls+throttled, throttled, 100*share, took, floor, took.Seconds()/floor.Seconds(), l.Bucket(c))
-	if share > 0.05 {
-		t.Errorf("%d of %d calls throttled, want at most 5%%", throttled, calls+throttled)
-	}
-	if took > floor*12/10 {
-		t.Errorf("took %v, more than 1.2x the floor of %v", took, floor)
+	took = clk.Now().Sub(epoch)
+	floor = time.Duration(float64(calls-1) / refill * float64(time.Second))
+	t.Logf("%d calls, %d throttled (%.1f%%; after the first 20 calls: %v); took %v, floor %v (%.2fx); learned %+v",
+		calls+throttled, throttled, 100*float64(throttled)/float64(calls+throttled), late,
+		took, floor, took.Seconds()/floor.Seconds(), l.Bucket(c))
+	if len(late) > (calls-20)/speedUpEvery {
+		t.Errorf("throttled at calls %v after the first 20, want at most one per %d calls (the tries of a shorter pause)", late, speedUpEvery)
 	}
 	if b := l.Bucket(c); b.Size != 1 || b.Refill > refill || b.Refill < refill/1.2 {
 		t.Errorf("learned bucket %+v, want size 1 and a refill in [%.3f, %.3f]", b, refill/1.2, refill)
@@ -104,7 +137,12 @@ func TestAdaptLearnsSlowBucket(t *testing.T) {
 	if s := l.Stats()[c]; s.Drained != int64(throttled) {
 		t.Errorf("drained %d times for %d throttles", s.Drained, throttled)
 	}
+	return throttled, took, floor
 }
+
+// speedUpEvery is how many accepted calls in a row a settled bucket
+// paces before it tries a shorter pause (adapt.go).
+const speedUpEvery = 100
 
 // TestAdaptOneAtATime: once throttled, a bucket lets one call out at a time,
 // the next only after the previous one's answer and a pause; the callers

@@ -67,6 +67,9 @@ type bucket struct {
 	// take a new turn (tokens released, or the bucket turned paced).
 	changed chan struct{}
 	pace    *pacing // non-nil while EC2 throttles harder than the model
+	// acceptedSent is the latest send of a call EC2 accepted (adapt.go
+	// bounds EC2's refill interval by it).
+	acceptedSent time.Time
 }
 
 // New returns a limiter whose buckets start full.

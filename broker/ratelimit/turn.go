@@ -46,6 +46,10 @@ func (t Turn) Done(o Outcome) {
 	if !l.adapt {
 		return
 	}
+	lastSent := b.acceptedSent
+	if o == Accepted && t.sent.After(lastSent) {
+		b.acceptedSent = t.sent
+	}
 	if t.epoch != b.epoch {
 		// A call sent under an earlier state of the bucket, answered
 		// late: EC2 took a token at some time up to now.
@@ -56,7 +60,7 @@ func (t Turn) Done(o Outcome) {
 	}
 	switch {
 	case b.pace != nil:
-		l.pacedDone(b, t.sent, now, o)
+		l.pacedDone(b, t.sent, lastSent, now, o)
 	case o == Throttled:
 		l.startPacing(t.class, b, now)
 	default:

@@ -26,7 +26,10 @@ func newReleaseSetup(t *testing.T, cfg executor.Config) *releaseSetup {
 	e := newEnv(t, envOpts{nodes: 1})
 	inst := e.insts[0]
 	e.register(t, inst, 0, 15, func(n *store.Node) { n.WarmIPTarget = 2 })
-	cfg.ReleaseAfter, cfg.ReleaseMargin = 200*time.Millisecond, 2
+	cfg.ReleaseMargin = 2
+	if cfg.ReleaseAfter == 0 {
+		cfg.ReleaseAfter = 200 * time.Millisecond
+	}
 	r := e.start(t, cfg)
 	ctx := ctxT(t)
 	waitFor(t, "15 addresses", 20*time.Second, func() (bool, error) { return e.satisfied(ctx, map[string]int{inst.ID: 15}) })

@@ -29,7 +29,8 @@ const (
 
 // imdsClients makes the harness's agents' IMDS clients. They share one
 // HTTP transport: every instance's IMDS is its own host:port, so each agent
-// keeps its own idle connections in it.
+// keeps its own idle connection in it, one at most: thousands of agents
+// and awssim's thousands of listeners share a process's file limit.
 type imdsClients struct {
 	http *http.Client
 }
@@ -38,7 +39,7 @@ func newIMDSClients() *imdsClients {
 	tr := &http.Transport{
 		DialContext:           (&net.Dialer{Timeout: imdsDialTimeout, KeepAlive: 30 * time.Second}).DialContext,
 		ResponseHeaderTimeout: imdsHeaderTimeout,
-		MaxIdleConnsPerHost:   2,
+		MaxIdleConnsPerHost:   1,
 		IdleConnTimeout:       90 * time.Second,
 	}
 	return &imdsClients{http: &http.Client{Transport: tr}}

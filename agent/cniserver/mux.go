@@ -44,10 +44,14 @@ func NewMux(lis net.Listener, g *grpc.Server, s *Server) *Mux {
 		conns: map[net.Conn]struct{}{}}
 }
 
-// Serve accepts connections until GracefulStop or Stop; it returns nil
-// then, or the listener's error.
+// Serve accepts connections until GracefulStop or Stop, and returns nil
+// then. A failed accept (out of file descriptors) is retried after a
+// growing pause, as gRPC's own server does, rather than leaving the
+// socket unserved; only a listener closed from elsewhere ends Serve with
+// its error.
 func (m *Mux) Serve() error {
 	go func() { _ = m.grpc.Serve(&chanListener{m: m}) }()
+	var pause time.Duration
 	for {
 		conn, err := m.lis.Accept()
 		if err != nil {
@@ -56,12 +60,19 @@ func (m *Mux) Serve() error {
 				return nil
 			default:
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
+			if errors.Is(err, net.ErrClosed) {
+				return err
 			}
-			return err
+			pause = min(max(2*pause, 5*time.Millisecond), time.Second)
+			m.srv.log.Warn("cni socket: accept failed; retrying", "err", err, "pause", pause)
+			select {
+			case <-time.After(pause):
+			case <-m.done:
+				return nil
+			}
+			continue
 		}
+		pause = 0
 		go m.route(conn)
 	}
 }

@@ -2,6 +2,7 @@ package cniserver_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
@@ -206,4 +207,47 @@ func TestWireCarriesTraceContext(t *testing.T) {
 		}
 	}
 	t.Errorf("no agent span for the call among %d", len(rec.Ended()))
+}
+
+// flakyListener fails its first accepts, as a listener out of file
+// descriptors does.
+type flakyListener struct {
+	net.Listener
+	failures int
+}
+
+func (l *flakyListener) Accept() (net.Conn, error) {
+	if l.failures > 0 {
+		l.failures--
+		return nil, errors.New("accept4: too many open files")
+	}
+	return l.Listener.Accept()
+}
+
+// TestMuxSurvivesFailedAccepts: a failed accept pauses the socket, it does
+// not stop serving it.
+func TestMuxSurvivesFailedAccepts(t *testing.T) {
+	dir, err := os.MkdirTemp("", "allot-t-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	lis, err := cniserver.Listen(filepath.Join(dir, "cni.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	srv := cniserver.New(cniservertest.NewBackend(addrs(1)...), nil)
+	srv.Register(g)
+	m := cniserver.NewMux(&flakyListener{Listener: lis, failures: 3}, g, srv)
+	served := make(chan error, 1)
+	go func() { served <- m.Serve() }()
+	defer m.Stop()
+	if _, err := (wireClient{filepath.Join(dir, "cni.sock")}).Status(t.Context(), &allotv1.CNIStatusRequest{}); err != nil {
+		t.Fatalf("STATUS after failed accepts: %v", err)
+	}
+	m.Stop()
+	if err := <-served; err != nil {
+		t.Errorf("Serve after Stop returned %v, want nil", err)
+	}
 }

@@ -78,3 +78,37 @@ func TestUpDown(t *testing.T) {
 		t.Errorf("second burst: minimum empty: the way down left nothing to grow")
 	}
 }
+
+// TestUpDownSlowDown deletes the pods over more than ReleaseAfter, so the
+// broker gives addresses back while other pods of the same nodes still hold
+// theirs: none of theirs may be freed, and every pool must still end at its
+// warm targets.
+func TestUpDownSlowDown(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, Config{
+		Nodes: 6, PodsPerNode: 30, TimeScale: 20, Modes: []daemon.Mode{daemon.ModeSecondaryIP}, Shares: []float64{1},
+		Deadline: 30 * time.Minute, Seed: 13, UpDown: &UpDown{DownWindow: 2 * executor.DefaultReleaseAfter},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rep.Results[0]
+	checkCorrect(t, r)
+	u := r.UpDown
+	if u == nil {
+		t.Fatalf("no way-down figures: status %s, %s", r.Status, r.Error)
+	}
+	t.Logf("way down: %+v", *u)
+	for _, p := range u.Problems {
+		t.Error(p)
+	}
+	if u.InUseFreed != 0 || u.NotWarm != 0 {
+		t.Errorf("%d in-use addresses freed, %d nodes not back at warm", u.InUseFreed, u.NotWarm)
+	}
+	// Releases began while pods were still being deleted: the check saw
+	// live pods in reads after ReleaseAfter.
+	if u.Proposed == 0 || u.InUseChecks == 0 {
+		t.Errorf("%d releases proposed, %d in-use checks", u.Proposed, u.InUseChecks)
+	}
+}

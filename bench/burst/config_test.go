@@ -114,3 +114,29 @@ func TestPlanPolicies(t *testing.T) {
 		t.Errorf("variants %v, want %v", names, want)
 	}
 }
+
+// TestAblation checks that the ablation adds allot under the naive planner
+// at share 1 once per mode, after allot's own rows, and not again when the
+// policies already name it.
+func TestAblation(t *testing.T) {
+	modes := []daemon.Mode{daemon.ModeSecondaryIP, daemon.ModePrefix}
+	c := Config{Modes: modes, Shares: []float64{1, 0.5}, Ablation: true}
+	var names []string
+	for _, v := range c.Variants() {
+		names = append(names, v.Name())
+	}
+	want := []string{"allot/secondary-ip/share=1", "allot/secondary-ip/share=0.5", "allot/secondary-ip/share=1/naive",
+		"allot/prefix/share=1", "allot/prefix/share=0.5", "allot/prefix/share=1/naive"}
+	if strings.Join(names, " ") != strings.Join(want, " ") {
+		t.Errorf("variants %v, want %v", names, want)
+	}
+	c = Config{Modes: modes[1:], Shares: []float64{1}, Ablation: true, PlanPolicies: []string{"time-optimal", "naive"}}
+	names = nil
+	for _, v := range c.Variants() {
+		names = append(names, v.Name())
+	}
+	want = []string{"allot/prefix/share=1/time-optimal", "allot/prefix/share=1/naive"}
+	if strings.Join(names, " ") != strings.Join(want, " ") {
+		t.Errorf("with naive among the policies: variants %v, want %v", names, want)
+	}
+}

@@ -73,7 +73,7 @@ soak: build
 # agent code (kernel replaced by a recorder), 46 pods each, against the real
 # broker and awssim with EC2's throttling at a time scale; with secondary IPs
 # and /28 prefixes, with both planner policies at 100% and 50% of the
-# buckets, with the pods arriving all at once, on a 100 pods/s ramp and with
+# buckets and the naive planner (the ablation) at 100%, with the pods arriving all at once, on a 100 pods/s ramp and with
 # a fifth of the nodes joining during the burst; next to the aws-vpc-cni ipamd model and the Cilium
 # operator model, each at its defaults and tuned. Each variant's row and
 # JSON line are printed as it finishes. docs/benchmarks.md has the method,

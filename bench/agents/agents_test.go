@@ -36,7 +36,7 @@ func TestSmallRun(t *testing.T) {
 	}
 	const stem = "allot-tagents-"
 	rep, err := Run(ctx, Config{
-		Cluster: cluster.Config{Nodes: 2, Binaries: bins, Conflist: filepath.Join(mod, "deploy/cni/10-allot.conflist"), Stem: stem},
+		Cluster:     cluster.Config{Nodes: 2, Binaries: bins, Conflist: filepath.Join(mod, "deploy/cni/10-allot.conflist"), Stem: stem},
 		PodsPerNode: 10, Parallel: 4, Idle: time.Second, Churn: 2 * time.Second,
 		Pool: PoolConfig{Duration: 300 * time.Millisecond, Workers: 4},
 	})

@@ -24,9 +24,10 @@ import (
 // microseconds when it is healthy, so every bound below is about what an
 // unhealthy agent, or an ADD waiting for addresses, may cost the runtime:
 //
-//   - ConnectTimeout: the gRPC handshake on the socket. An agent that is
-//     frozen (SIGSTOP) or wedged accepts connections into the kernel's
-//     backlog and never answers; without this bound gRPC waits 20 s.
+//   - ConnectTimeout: the agent's preamble on the socket, its first answer
+//     to a call. An agent that is frozen (SIGSTOP) or wedged accepts
+//     connections into the kernel's backlog and never answers; without
+//     this bound the plugin would wait out the call's whole deadline.
 //   - StatusTimeout: the whole STATUS call. The runtime asks STATUS to
 //     decide whether to send ADDs at all, and wants the answer now.
 //   - DelTimeout: the whole DEL call. A DEL is local teardown (netlink and a

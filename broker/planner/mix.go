@@ -110,16 +110,22 @@ func putNewFirst(s *nodeState) {
 	if s.creates <= 0 {
 		return
 	}
-	var fresh, old []*target
-	for _, t := range s.targets {
+	fresh, old := splitNew(s.targets)
+	k := min(s.creates, len(fresh))
+	s.targets = slices.Concat(fresh[:k], old, fresh[k:])
+}
+
+// splitNew separates the new ENIs among targets from the existing ones,
+// each part in the order it had.
+func splitNew(targets []*target) (fresh, old []*target) {
+	for _, t := range targets {
 		if t.isNew {
 			fresh = append(fresh, t)
 		} else {
 			old = append(old, t)
 		}
 	}
-	k := min(s.creates, len(fresh))
-	s.targets = slices.Concat(fresh[:k], old, fresh[k:])
+	return fresh, old
 }
 
 // move takes one node from one shape to the next.

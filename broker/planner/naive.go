@@ -13,15 +13,7 @@ import "sort"
 // pre-filled ENI, and no evening out of deficits when a budget runs short:
 // the first nodes take what there is.
 func makeNaive(nodes []Node, budgets Budgets) Plan {
-	p := &planning{budget: make(map[string]int64, len(budgets))}
-	for s, b := range budgets {
-		p.budget[s] = b
-	}
-	states := make([]*nodeState, len(nodes))
-	for i := range nodes {
-		states[i] = newNodeState(&nodes[i], i)
-	}
-	sort.Slice(states, func(i, j int) bool { return states[i].less(states[j]) })
+	p, states := newPlanning(nodes, budgets)
 	plan := Plan{Unmet: map[string]Shortfall{}}
 	var later []Action // actions for warm targets only, after every urgent one
 	for _, s := range states {
@@ -50,14 +42,7 @@ func (p *planning) naiveNode(s *nodeState) ([]Action, int, Reason) {
 		return nil, 0, 0
 	}
 	urgent := s.urgentSlots > 0
-	var existing, fresh []*target
-	for _, t := range s.targets {
-		if t.isNew {
-			fresh = append(fresh, t)
-		} else {
-			existing = append(existing, t)
-		}
-	}
+	fresh, existing := splitNew(s.targets)
 	sort.SliceStable(existing, func(i, j int) bool { return existing[i].deviceIndex < existing[j].deviceIndex })
 	var acts []Action
 	short := false

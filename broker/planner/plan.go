@@ -2,8 +2,9 @@ package planner
 
 import (
 	"container/heap"
-	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 	"sort"
+
+	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 
 // Make plans the fewest EC2 calls that cover the nodes' demand within the
@@ -42,15 +43,7 @@ func MakeWith(nodes []Node, budgets Budgets, opt Options) Plan {
 	if opt.Policy == Naive {
 		return makeNaive(nodes, budgets)
 	}
-	p := &planning{budget: make(map[string]int64, len(budgets))}
-	for s, b := range budgets {
-		p.budget[s] = b
-	}
-	states := make([]*nodeState, len(nodes))
-	for i := range nodes {
-		states[i] = newNodeState(&nodes[i], i)
-	}
-	sort.Slice(states, func(i, j int) bool { return states[i].less(states[j]) })
+	p, states := newPlanning(nodes, budgets)
 	if opt.Policy == TimeOptimal && opt.Buckets.known() {
 		chooseShapes(states, opt.Buckets)
 		for _, s := range states {
@@ -90,6 +83,21 @@ func (p *planning) fill(states []*nodeState) {
 type planning struct {
 	budget map[string]int64
 	seq    int
+}
+
+// newPlanning copies the budgets for a plan to spend and returns the
+// nodes' states in planning order.
+func newPlanning(nodes []Node, budgets Budgets) (*planning, []*nodeState) {
+	p := &planning{budget: make(map[string]int64, len(budgets))}
+	for s, b := range budgets {
+		p.budget[s] = b
+	}
+	states := make([]*nodeState, len(nodes))
+	for i := range nodes {
+		states[i] = newNodeState(&nodes[i], i)
+	}
+	sort.Slice(states, func(i, j int) bool { return states[i].less(states[j]) })
+	return p, states
 }
 
 // nodeState is one node's progress through planning.

@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/allotnet/allot/agent/cniserver"
 	"github.com/allotnet/allot/agent/pool"
 	"github.com/allotnet/allot/awssim"
 	"github.com/allotnet/allot/broker/executor"
@@ -195,13 +194,7 @@ func deletePods(ctx context.Context, env upDownEnv, window time.Duration, live *
 		wg.Go(func() {
 			sleepUntil(ctx, start.Add(env.cfg.wall(time.Duration(float64(window)*float64(order(p))/float64(total)))))
 			live.remove(p.Addr)
-			id := sandboxID(p.Node, p.Pod, p.Attempts)
-			req := cniserver.Request{
-				Attachment: cniserver.Attachment{Network: "allot", ContainerID: id, IfName: "eth0"},
-				NetNS:      "/var/run/netns/cni-" + id[:32], CNIVersion: "1.1.0",
-				PodNamespace: "burst", PodName: fmt.Sprintf("burst-%d-%d", p.Node, p.Pod),
-			}
-			if err := env.fleet.nodes[p.Node].agent.Del(ctx, req); err != nil {
+			if err := env.fleet.nodes[p.Node].agent.Del(ctx, podRequest(p.Node, p.Pod, p.Attempts)); err != nil {
 				failed.Add(1)
 			}
 		})

@@ -121,20 +121,26 @@ func sandboxID(node, pod, attempt int) string {
 	return hex.EncodeToString(h[:])
 }
 
+// podRequest is the CNI request of one attempt at a pod's sandbox, as the
+// runtime sends it for both the ADD and the DEL.
+func podRequest(node, pod, attempt int) cniserver.Request {
+	id := sandboxID(node, pod, attempt)
+	return cniserver.Request{
+		Attachment:   cniserver.Attachment{Network: "allot", ContainerID: id, IfName: "eth0"},
+		NetNS:        "/var/run/netns/cni-" + id[:32],
+		CNIVersion:   "1.1.0",
+		PodNamespace: "burst",
+		PodName:      fmt.Sprintf("burst-%d-%d", node, pod),
+	}
+}
+
 // runPod sets up one pod's sandbox on node, requested at requested,
 // retrying as kubelet does, until it has an address or ctx ends.
 func runPod(ctx context.Context, k kubeletModel, b cni, node, pod int, requested, start time.Time, fails *failures) podResult {
 	r := podResult{Node: node, Pod: pod}
 	for ctx.Err() == nil {
 		r.Attempts++
-		id := sandboxID(node, pod, r.Attempts)
-		req := cniserver.Request{
-			Attachment:   cniserver.Attachment{Network: "allot", ContainerID: id, IfName: "eth0"},
-			NetNS:        "/var/run/netns/cni-" + id[:32],
-			CNIVersion:   "1.1.0",
-			PodNamespace: "burst",
-			PodName:      fmt.Sprintf("burst-%d-%d", node, pod),
-		}
+		req := podRequest(node, pod, r.Attempts)
 		actx, cancel := context.WithTimeout(context.WithValue(ctx, hotPathKey{}, true), k.sandboxTimeout())
 		res, err := b.Add(actx, req)
 		cancel()

@@ -232,12 +232,16 @@ func comparePool(src string, e agentENI, rec *allotv1.NodeENI) []finding {
 	return out
 }
 
-func getAgent(ctx context.Context, addr, path string, v any) error {
-	url := addr
-	if !strings.Contains(url, "://") {
-		url = "http://" + url
+// agentURL is path on the agent at addr, which may lack its scheme.
+func agentURL(addr, path string) string {
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(url, "/")+path, nil)
+	return strings.TrimSuffix(addr, "/") + path
+}
+
+func getAgent(ctx context.Context, addr, path string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, agentURL(addr, path), nil)
 	if err != nil {
 		return fmt.Errorf("agent address %q: %w", addr, err)
 	}

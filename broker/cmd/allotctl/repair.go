@@ -78,11 +78,7 @@ func applyFixes(ctx context.Context, fixes []fix) {
 }
 
 func repairAgent(ctx context.Context, addr string) string {
-	url := addr
-	if !strings.Contains(url, "://") {
-		url = "http://" + url
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(url, "/")+"/v1/repair", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, agentURL(addr, "/v1/repair"), nil)
 	if err != nil {
 		return fmt.Sprintf("failed: agent address %q: %v", addr, err)
 	}

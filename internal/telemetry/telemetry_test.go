@@ -12,6 +12,8 @@ import (
 
 	"github.com/allotnet/allot/internal/telemetry"
 	"github.com/allotnet/allot/internal/telemetry/telemetrytest"
+	"github.com/allotnet/allot/internal/telemetry/traceconf"
+	"github.com/allotnet/allot/internal/telemetry/tracing"
 )
 
 func env(m map[string]string) func(string) (string, bool) {
@@ -25,24 +27,24 @@ func TestTraceConfigFromEnv(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		env  map[string]string
-		want func(telemetry.TraceConfig) bool
+		want func(traceconf.TraceConfig) bool
 		bad  string
 	}{
-		{name: "unset is off", env: nil, want: func(c telemetry.TraceConfig) bool { return !c.Enabled() && c.ServiceName == "svc" }},
+		{name: "unset is off", env: nil, want: func(c traceconf.TraceConfig) bool { return !c.Enabled() && c.ServiceName == "svc" }},
 		{name: "general endpoint", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317"},
-			want: func(c telemetry.TraceConfig) bool { return c.Enabled() && c.Insecure && c.Endpoint == "http://c:4317" }},
+			want: func(c traceconf.TraceConfig) bool { return c.Enabled() && c.Insecure && c.Endpoint == "http://c:4317" }},
 		{name: "traces endpoint wins", env: map[string]string{
 			"OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:4317", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "https://b:4317"},
-			want: func(c telemetry.TraceConfig) bool { return c.Endpoint == "https://b:4317" && !c.Insecure }},
+			want: func(c traceconf.TraceConfig) bool { return c.Endpoint == "https://b:4317" && !c.Insecure }},
 		{name: "disabled", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317", "OTEL_SDK_DISABLED": "true"},
-			want: func(c telemetry.TraceConfig) bool { return !c.Enabled() }},
+			want: func(c traceconf.TraceConfig) bool { return !c.Enabled() }},
 		{name: "exporter none", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317", "OTEL_TRACES_EXPORTER": "none"},
-			want: func(c telemetry.TraceConfig) bool { return !c.Enabled() }},
+			want: func(c traceconf.TraceConfig) bool { return !c.Enabled() }},
 		{name: "service, resource, headers, timeout, sampler", env: map[string]string{
 			"OTEL_EXPORTER_OTLP_ENDPOINT": "https://c:4317", "OTEL_SERVICE_NAME": "broker-a",
 			"OTEL_RESOURCE_ATTRIBUTES": "k8s.pod.name=p%201,team=net", "OTEL_EXPORTER_OTLP_HEADERS": "api-key=s3cr%3Dt",
 			"OTEL_EXPORTER_OTLP_TIMEOUT": "2500", "OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.25"},
-			want: func(c telemetry.TraceConfig) bool {
+			want: func(c traceconf.TraceConfig) bool {
 				return c.ServiceName == "broker-a" && c.Attributes["k8s.pod.name"] == "p 1" && c.Headers["api-key"] == "s3cr=t" &&
 					c.Timeout == 2500*time.Millisecond && c.Sampler == "parentbased_traceidratio" && c.SamplerArg == 0.25
 			}},
@@ -55,7 +57,7 @@ func TestTraceConfigFromEnv(t *testing.T) {
 		{name: "header without value is refused without echoing it", env: map[string]string{"OTEL_EXPORTER_OTLP_HEADERS": "token-abc"}, bad: "entry 1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := telemetry.TraceConfigFromEnv(env(tc.env), "svc")
+			c, err := traceconf.TraceConfigFromEnv(env(tc.env), "svc")
 			if tc.bad != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.bad) {
 					t.Fatalf("err = %v, want one mentioning %q", err, tc.bad)
@@ -81,13 +83,13 @@ func TestTracingExportsToCollector(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rcv.Close()
-	cfg, err := telemetry.TraceConfigFromEnv(env(map[string]string{
+	cfg, err := traceconf.TraceConfigFromEnv(env(map[string]string{
 		"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": rcv.Endpoint(), "OTEL_SERVICE_NAME": "allot-test",
 	}), "ignored")
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := telemetry.NewTracing(context.Background(), cfg)
+	tr, err := tracing.NewTracing(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +115,7 @@ func TestTracingExportsToCollector(t *testing.T) {
 }
 
 func TestTracingOffIsNoop(t *testing.T) {
-	tr, err := telemetry.NewTracing(context.Background(), telemetry.TraceConfig{})
+	tr, err := tracing.NewTracing(context.Background(), traceconf.TraceConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

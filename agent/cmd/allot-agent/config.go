@@ -15,7 +15,7 @@ import (
 	"github.com/allotnet/allot/cni/plugin"
 	"github.com/allotnet/allot/internal/buildinfo"
 	"github.com/allotnet/allot/internal/logfmt"
-	"github.com/allotnet/allot/internal/telemetry"
+	"github.com/allotnet/allot/internal/telemetry/traceconf"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 
@@ -41,7 +41,7 @@ type config struct {
 	memoryLimitMiB int
 	log            logfmt.Options
 	// trace is read from the OpenTelemetry environment.
-	trace telemetry.TraceConfig
+	trace traceconf.TraceConfig
 }
 
 // parseFlags builds the config from args and the environment variables
@@ -73,7 +73,7 @@ func parseFlagsEnv(args []string, stderr io.Writer, lookup func(string) (string,
 	if c.log, err = logFlags.Parse(); err != nil {
 		return c, err
 	}
-	if c.trace, err = telemetry.TraceConfigFromEnv(lookup, "allot-agent"); err != nil {
+	if c.trace, err = traceconf.TraceConfigFromEnv(lookup, "allot-agent"); err != nil {
 		return c, err
 	}
 	return c, nil

@@ -25,7 +25,7 @@ import (
 	"github.com/allotnet/allot/internal/buildinfo"
 	"github.com/allotnet/allot/internal/logfmt"
 	"github.com/allotnet/allot/internal/logring"
-	"github.com/allotnet/allot/internal/telemetry"
+	"github.com/allotnet/allot/internal/telemetry/tracing"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 
@@ -62,12 +62,12 @@ func main() {
 
 // run builds the agent's dependencies from cfg and runs it until ctx ends.
 func run(ctx context.Context, cfg config, log *slog.Logger, recent *logring.Ring) error {
-	tracing, err := telemetry.NewTracing(ctx, cfg.trace)
+	tr, err := tracing.NewTracing(ctx, cfg.trace)
 	if err != nil {
 		return err
 	}
-	defer flushTraces(tracing, log)
-	telemetry.Install(tracing)
+	defer flushTraces(tr, log)
+	tracing.Install(tr)
 	imds, err := identity.NewClient(cfg.imdsEndpoint)
 	if err != nil {
 		return err
@@ -102,7 +102,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger, recent *logring.Ring
 
 // flushTraces exports the spans still buffered, bounded so a collector that
 // is down cannot hold the stop.
-func flushTraces(t *telemetry.Tracing, log *slog.Logger) {
+func flushTraces(t *tracing.Tracing, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := t.Shutdown(ctx); err != nil {

@@ -15,7 +15,7 @@ import (
 	"github.com/allotnet/allot/broker/subnets"
 	"github.com/allotnet/allot/internal/buildinfo"
 	"github.com/allotnet/allot/internal/logfmt"
-	"github.com/allotnet/allot/internal/telemetry"
+	"github.com/allotnet/allot/internal/telemetry/traceconf"
 )
 
 // config is everything the broker is told on its command line; main builds
@@ -27,7 +27,7 @@ type config struct {
 	// metricsAddr serves /metrics, /healthz and /readyz, read-only; empty: off.
 	metricsAddr string
 	// trace is read from the OpenTelemetry environment by main.
-	trace telemetry.TraceConfig
+	trace traceconf.TraceConfig
 
 	// etcd: external endpoints (with optional TLS), or embedded in dataDir.
 	etcdEndpoints []string

@@ -33,7 +33,7 @@ import (
 	"github.com/allotnet/allot/internal/buildinfo"
 	"github.com/allotnet/allot/internal/logfmt"
 	"github.com/allotnet/allot/internal/logring"
-	"github.com/allotnet/allot/internal/telemetry"
+	"github.com/allotnet/allot/internal/telemetry/traceconf"
 )
 
 func main() {
@@ -47,7 +47,7 @@ func main() {
 		}
 		os.Exit(2)
 	}
-	if cfg.trace, err = telemetry.TraceConfigFromEnv(os.LookupEnv, "allot-broker"); err != nil {
+	if cfg.trace, err = traceconf.TraceConfigFromEnv(os.LookupEnv, "allot-broker"); err != nil {
 		fmt.Fprintf(os.Stderr, "allot-broker: %v\n", err)
 		os.Exit(2)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/allotnet/allot/broker/metrics"
 	"github.com/allotnet/allot/internal/telemetry"
+	"github.com/allotnet/allot/internal/telemetry/tracing"
 )
 
 // observability is what lets operators see the broker: its metrics, served
@@ -19,7 +20,7 @@ import (
 // OpenTelemetry environment names a collector.
 type observability struct {
 	metrics *telemetry.Metrics
-	tracing *telemetry.Tracing
+	tracing *tracing.Tracing
 	meter   metric.Meter
 	scrape  *telemetry.Listener
 	log     *slog.Logger
@@ -32,11 +33,11 @@ func startObservability(ctx context.Context, cfg config, log *slog.Logger) (*obs
 	if err != nil {
 		return nil, err
 	}
-	tr, err := telemetry.NewTracing(ctx, cfg.trace)
+	tr, err := tracing.NewTracing(ctx, cfg.trace)
 	if err != nil {
 		return nil, err
 	}
-	telemetry.Install(tr)
+	tracing.Install(tr)
 	otel.SetMeterProvider(m.Provider())
 	o := &observability{metrics: m, tracing: tr, meter: m.Meter(metrics.MeterName), log: log}
 	if cfg.trace.Enabled() {

@@ -16,6 +16,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc/credentials"
+
+	"github.com/allotnet/allot/internal/telemetry/traceconf"
 )
 
 // Propagator is how allot carries trace context between processes: W3C
@@ -34,7 +36,7 @@ type Tracing struct {
 // NewTracing builds the provider cfg describes. The exporter connects
 // lazily, so a collector that is down costs dropped spans, never a failed
 // start.
-func NewTracing(ctx context.Context, cfg TraceConfig, extra ...sdktrace.TracerProviderOption) (*Tracing, error) {
+func NewTracing(ctx context.Context, cfg traceconf.TraceConfig, extra ...sdktrace.TracerProviderOption) (*Tracing, error) {
 	if !cfg.Enabled() {
 		return &Tracing{provider: noop.NewTracerProvider()}, nil
 	}
@@ -74,7 +76,7 @@ func NewTracing(ctx context.Context, cfg TraceConfig, extra ...sdktrace.TracerPr
 	return &Tracing{provider: tp, sdk: tp}, nil
 }
 
-func sampler(cfg TraceConfig) sdktrace.Sampler {
+func sampler(cfg traceconf.TraceConfig) sdktrace.Sampler {
 	switch cfg.Sampler {
 	case "always_on":
 		return sdktrace.AlwaysSample()

@@ -203,15 +203,12 @@ func (c *Cluster) startBrokers(ctx context.Context) error {
 
 // startNodes starts an agent per instance and waits until each serves.
 func (c *Cluster) startNodes(ctx context.Context) error {
+	raw, err := c.readConflist()
+	if err != nil {
+		return err
+	}
 	for i, inst := range c.Sim.World().Instances() {
-		n, err := c.newNode(i, inst)
-		if err != nil {
-			return err
-		}
-		c.mu.Lock()
-		c.Nodes = append(c.Nodes, n)
-		c.mu.Unlock()
-		if err := n.Agent.Start(); err != nil {
+		if _, err := c.startNode(raw, i, inst); err != nil {
 			return err
 		}
 	}
@@ -223,12 +220,33 @@ func (c *Cluster) startNodes(ctx context.Context) error {
 	return nil
 }
 
-// newNode prepares the agent of a running instance, named by index.
-func (c *Cluster) newNode(i int, inst world.Instance) (*Node, error) {
+// readConflist reads the conflist every node's copy is made from.
+func (c *Cluster) readConflist() ([]byte, error) {
 	raw, err := os.ReadFile(c.cfg.Conflist)
 	if err != nil {
 		return nil, fmt.Errorf("read conflist: %w", err)
 	}
+	return raw, nil
+}
+
+// startNode prepares the agent of a running instance, named by index, with
+// its copy of the conflist raw, records the node and starts the agent
+// without waiting for it to serve. The node is nil when it could not be
+// prepared.
+func (c *Cluster) startNode(raw []byte, i int, inst world.Instance) (*Node, error) {
+	n, err := c.newNode(raw, i, inst)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.Nodes = append(c.Nodes, n)
+	c.mu.Unlock()
+	return n, n.Agent.Start()
+}
+
+// newNode prepares the agent of a running instance, named by index.
+func (c *Cluster) newNode(raw []byte, i int, inst world.Instance) (*Node, error) {
+	var err error
 	n := &Node{Index: i, Name: fmt.Sprintf("node-%d", i), InstanceID: inst.ID, SubnetID: inst.SubnetID,
 		NetNS: c.Plane.NodeNetns(inst.ID)}
 	if n.PrimaryIP, err = netip.ParseAddr(inst.PrivateIP); err != nil {

@@ -57,14 +57,12 @@ func (c *Cluster) AddNode(ctx context.Context, like *Node) (*Node, error) {
 		return nil, fmt.Errorf("data plane: %w", err)
 	}
 	c.log.Info("instance launched", "instance", inst.ID, "data_plane_sync", time.Since(launched).Round(time.Millisecond))
-	n, err := c.newNode(i, inst)
+	raw, err := c.readConflist()
 	if err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	c.Nodes = append(c.Nodes, n)
-	c.mu.Unlock()
-	if err := n.Agent.Start(); err != nil {
+	n, err := c.startNode(raw, i, inst)
+	if err != nil {
 		return n, err
 	}
 	if err := n.Agent.WaitReady(ctx); err != nil {

@@ -47,11 +47,4 @@ func (r *Report) WriteText(w io.Writer) {
 }
 
 // WriteJSON prints the report as one JSON line.
-func (r *Report) WriteJSON(w io.Writer) error {
-	b, err := json.Marshal(r)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(w, "%s\n", b)
-	return err
-}
+func (r *Report) WriteJSON(w io.Writer) error { return json.NewEncoder(w).Encode(r) }

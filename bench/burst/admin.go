@@ -64,6 +64,21 @@ func (a *admin) Counters(ctx context.Context) (map[string]awssim.ActionCounters,
 	return out, a.do(ctx, http.MethodGet, "/v1/counters", &out)
 }
 
+// Calls returns the calls by action (throttled ones included) and how many
+// were throttled in all.
+func (a *admin) Calls(ctx context.Context) (map[string]int64, int64, error) {
+	counters, err := a.Counters(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	calls, throttled := map[string]int64{}, int64(0)
+	for action, c := range counters {
+		calls[action] = c.Calls
+		throttled += c.Throttled
+	}
+	return calls, throttled, nil
+}
+
 // ResetCounters zeroes the counters.
 func (a *admin) ResetCounters(ctx context.Context) error {
 	return a.do(ctx, http.MethodPost, "/v1/counters/reset", nil)

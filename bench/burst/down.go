@@ -264,15 +264,11 @@ func waitDown(ctx context.Context, env upDownEnv, u UpDown, watch *inUseWatch, f
 
 // downCalls reads the way down's EC2 calls and the broker's releases.
 func downCalls(ctx context.Context, env upDownEnv, bStart BrokerStats, fig *UpDownFigures) error {
-	counters, err := env.admin.Counters(ctx)
-	if err != nil {
+	var err error
+	if fig.DownCalls, fig.DownThrottled, err = env.admin.Calls(ctx); err != nil {
 		return err
 	}
-	fig.DownCalls, fig.DownExtra = map[string]int64{}, map[string]int64{}
-	for a, c := range counters {
-		fig.DownCalls[a] = c.Calls
-		fig.DownThrottled += c.Throttled
-	}
+	fig.DownExtra = map[string]int64{}
 	for _, a := range mutatingActions {
 		if d := fig.DownCalls[a] - int64(fig.DownMinimum[a]); d != 0 {
 			fig.DownExtra[a] = d

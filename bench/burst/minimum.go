@@ -6,6 +6,7 @@ import (
 
 	"github.com/allotnet/allot/agent/daemon"
 	"github.com/allotnet/allot/agent/pool"
+	"github.com/allotnet/allot/awssim"
 	"github.com/allotnet/allot/awssim/world"
 	"github.com/allotnet/allot/bench/lowerbound"
 	"github.com/allotnet/allot/broker/planner"
@@ -31,6 +32,15 @@ func burstDemand(mode daemon.Mode, l pool.Limits, pods int, have pool.Stats) (pe
 	}
 	after.Assigned = pods
 	return pending, pool.Shortfall(t, l, after)
+}
+
+// subnetsOf maps each instance to its subnet, as idealPlan takes them.
+func subnetsOf(insts []awssim.AdminInstance) map[string]string {
+	out := make(map[string]string, len(insts))
+	for _, in := range insts {
+		out[in.ID] = in.SubnetID
+	}
+	return out
 }
 
 // idealPlan is the planner's plan for the whole burst at once: every node's

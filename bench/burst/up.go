@@ -36,10 +36,7 @@ func secondBurst(ctx context.Context, env upDownEnv, live *liveSet, fig *UpDownF
 	if err != nil {
 		return err
 	}
-	instSubnet := map[string]string{}
-	for _, in := range env.insts {
-		instSubnet[in.ID] = in.SubnetID
-	}
+	instSubnet := subnetsOf(env.insts)
 	mode, per := env.fleet.mode, env.cfg.PodsPerNode
 	up := &fig.Up
 	up.Pods = len(env.insts) * per
@@ -83,14 +80,8 @@ func secondBurst(ctx context.Context, env upDownEnv, live *liveSet, fig *UpDownF
 	if err := waitQuiet(ctx, env.cfg, env.admin); err != nil {
 		return err
 	}
-	counters, err := env.admin.Counters(ctx)
-	if err != nil {
+	if up.Calls, up.Throttled, err = env.admin.Calls(ctx); err != nil {
 		return err
-	}
-	up.Calls = map[string]int64{}
-	for a, c := range counters {
-		up.Calls[a] = c.Calls
-		up.Throttled += c.Throttled
 	}
 	up.AtMinimum = atMinimum(up.Calls, up.Minimum)
 	endENIs, err := env.admin.ENIs(ctx)

@@ -166,10 +166,7 @@ func runVariant(ctx context.Context, cfg Config, v Variant, work string) (res Re
 	if err != nil {
 		return res, err
 	}
-	instSubnet := map[string]string{}
-	for _, in := range insts {
-		instSubnet[in.ID] = in.SubnetID
-	}
+	instSubnet := subnetsOf(insts)
 	plan := idealPlan(v.Mode, limits, cfg.PodsPerNode, instSubnet, enis, true)
 	res.Minimum = lowerbound.MinCalls(plan)
 	lbShare := v.boundShare() * cfg.accountScale()

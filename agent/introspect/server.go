@@ -197,11 +197,7 @@ func Handler(src Source, metrics *telemetry.Metrics) http.Handler {
 	})
 	mux.HandleFunc("GET /v1/check", func(w http.ResponseWriter, _ *http.Request) {
 		rep := src.Check()
-		code := http.StatusOK
-		if rep.Error != "" {
-			code = http.StatusServiceUnavailable
-		}
-		writeJSON(w, code, rep)
+		writeJSON(w, okOr(rep.Error == "", http.StatusServiceUnavailable), rep)
 	})
 	mux.HandleFunc("GET /v1/about", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, src.About())
@@ -210,11 +206,7 @@ func Handler(src Source, metrics *telemetry.Metrics) http.Handler {
 	// (to match the agent's own records): loopback only, as the rest.
 	mux.HandleFunc("POST /v1/repair", func(w http.ResponseWriter, _ *http.Request) {
 		rep := src.RepairHost()
-		code := http.StatusOK
-		if rep.Error != "" {
-			code = http.StatusInternalServerError
-		}
-		writeJSON(w, code, rep)
+		writeJSON(w, okOr(rep.Error == "", http.StatusInternalServerError), rep)
 	})
 	mux.HandleFunc("GET /v1/logs", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/x-ndjson")
@@ -222,16 +214,20 @@ func Handler(src Source, metrics *telemetry.Metrics) http.Handler {
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		h := src.Health()
-		code := http.StatusOK
-		if !h.Ready {
-			code = http.StatusServiceUnavailable
-		}
-		writeJSON(w, code, h)
+		writeJSON(w, okOr(h.Ready, http.StatusServiceUnavailable), h)
 	})
 	if metrics != nil {
 		mux.Handle("GET /metrics", metrics.Handler())
 	}
 	return mux
+}
+
+// okOr is 200 when ok, else failCode.
+func okOr(ok bool, failCode int) int {
+	if ok {
+		return http.StatusOK
+	}
+	return failCode
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -68,12 +68,20 @@ func (r *GCRequest) Marshal() []byte {
 // UnmarshalAddResult decodes allot.v1.CNIAddResult.
 func UnmarshalAddResult(p []byte) (AddResult, error) {
 	var r AddResult
-	fields := map[protowire.Number]*string{
-		1: &r.Address, 2: &r.Gateway, 3: &r.HostIfName, 4: &r.HostMAC, 5: &r.ContainerMAC, 6: &r.ENIID,
-	}
 	err := eachField(p, func(n protowire.Number, _ uint64, b []byte) error {
-		if s, ok := fields[n]; ok {
-			*s = string(b)
+		switch n {
+		case 1:
+			r.Address = string(b)
+		case 2:
+			r.Gateway = string(b)
+		case 3:
+			r.HostIfName = string(b)
+		case 4:
+			r.HostMAC = string(b)
+		case 5:
+			r.ContainerMAC = string(b)
+		case 6:
+			r.ENIID = string(b)
 		}
 		return nil
 	})

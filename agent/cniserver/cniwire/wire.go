@@ -142,16 +142,8 @@ func ParseRequest(p []byte) (Request, error) {
 		case reqTimeout:
 			r.Timeout = time.Duration(min(v, uint64(1<<62)/uint64(time.Millisecond))) * time.Millisecond
 		case reqHeader:
-			var k, val string
-			if err := eachField(b, func(n protowire.Number, _ uint64, b []byte) error {
-				switch n {
-				case hdrKey:
-					k = string(b)
-				case hdrValue:
-					val = string(b)
-				}
-				return nil
-			}); err != nil {
+			k, val, err := parseHeader(b)
+			if err != nil {
 				return err
 			}
 			if r.Headers == nil {
@@ -167,6 +159,20 @@ func ParseRequest(p []byte) (Request, error) {
 		return Request{}, fmt.Errorf("cni wire request: %w", err)
 	}
 	return r, nil
+}
+
+// parseHeader decodes a request header's key and value.
+func parseHeader(p []byte) (k, v string, err error) {
+	err = eachField(p, func(n protowire.Number, _ uint64, b []byte) error {
+		switch n {
+		case hdrKey:
+			k = string(b)
+		case hdrValue:
+			v = string(b)
+		}
+		return nil
+	})
+	return k, v, err
 }
 
 // AppendResponse appends r's frame to b.

@@ -150,7 +150,7 @@ func runUpDown(ctx context.Context, env upDownEnv, progress func(string, ...any)
 		return fig, err
 	}
 	progress("way down: deleting %d pods over %s simulated; release floor %.1fs simulated, minimum %v",
-		len(live.snapshot()), u.DownWindow, fig.ReleaseFloorSim, fig.DownMinimum)
+		live.len(), u.DownWindow, fig.ReleaseFloorSim, fig.DownMinimum)
 	firstDel := time.Now()
 	deletePods(ctx, env, u.DownWindow, live, fig)
 	if err := waitDown(ctx, env, u, watch, firstDel, fig, progress); err != nil {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"net/netip"
 	"sync"
 	"time"
@@ -46,11 +47,14 @@ func (l *liveSet) remove(a netip.Addr) {
 func (l *liveSet) snapshot() map[netip.Addr]holding {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := make(map[netip.Addr]holding, len(l.m))
-	for a, h := range l.m {
-		out[a] = h
-	}
-	return out
+	return maps.Clone(l.m)
+}
+
+// len is how many addresses live pods hold.
+func (l *liveSet) len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.m)
 }
 
 // still reports whether the holding is unchanged.

@@ -60,11 +60,7 @@ func (e *Engine) admit(rs *runState, actions []planner.Action) ([]planner.Action
 		for _, c := range classes {
 			n, seen := allow[c]
 			if !seen {
-				queued := rs.unstarted[c]
-				if c == attach {
-					queued = rs.attaching
-				}
-				n = math.Floor(lim.Tokens(c)+lim.Bucket(c).Refill*e.cfg.Lookahead.Seconds()) - float64(queued)
+				n = math.Floor(lim.Tokens(c)+lim.Bucket(c).Refill*e.cfg.Lookahead.Seconds()) - float64(rs.notAsked(c))
 				allow[c] = n
 			}
 			if n < 1 {
@@ -99,20 +95,19 @@ func (e *Engine) buckets(rs *runState) planner.Buckets {
 	}
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	bucket := func(action string, queued int) planner.Bucket {
+	bucket := func(action string) planner.Bucket {
 		c := ratelimit.ClassOf(action, true)
+		queued := rs.notAsked(c)
 		if lim == nil {
 			b := ratelimit.BucketOf(c)
 			return planner.Bucket{Tokens: float64(b.Size), Refill: b.Refill, Queued: queued}
 		}
 		return planner.Bucket{Tokens: lim.Tokens(c), Refill: lim.Bucket(c).Refill, Queued: queued}
 	}
-	create := ratelimit.ClassOf(planner.CallCreate, true)
-	assign := ratelimit.ClassOf(planner.CallAssign, true)
 	return planner.Buckets{
-		Assign: bucket(planner.CallAssign, rs.unstarted[assign]),
-		Create: bucket(planner.CallCreate, rs.unstarted[create]),
-		Attach: bucket(planner.CallAttach, rs.attaching),
-		Modify: bucket(planner.CallModify, rs.attaching),
+		Assign: bucket(planner.CallAssign),
+		Create: bucket(planner.CallCreate),
+		Attach: bucket(planner.CallAttach),
+		Modify: bucket(planner.CallModify),
 	}
 }

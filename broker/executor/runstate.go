@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/allotnet/allot/broker/ec2client"
+	"github.com/allotnet/allot/broker/planner"
 	"github.com/allotnet/allot/broker/ratelimit"
 	"github.com/allotnet/allot/broker/store"
 	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
@@ -234,6 +235,18 @@ func (rs *runState) chain() func() {
 			rs.mu.Unlock()
 		})
 	}
+}
+
+// notAsked is how many calls committed to bucket c have not yet asked it
+// for a token: admitted actions not yet started, and for the Attach and
+// Modify buckets the new ENIs that have not reached their Attach. rs.mu is
+// held.
+func (rs *runState) notAsked(c ratelimit.Class) int {
+	switch c {
+	case ratelimit.ClassOf(planner.CallAttach, true), ratelimit.ClassOf(planner.CallModify, true):
+		return rs.attaching
+	}
+	return rs.unstarted[c]
 }
 
 // queuedCost is the budget of planned actions not yet begun, by subnet.

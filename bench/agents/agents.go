@@ -187,9 +187,8 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 
 // measure runs the phases on a started cluster.
 func measure(ctx context.Context, cfg Config, c *cluster.Cluster, rep *Report, say func(string, ...any)) error {
-	agents := make([]*watched, len(c.Nodes))
-	for i, n := range c.Nodes {
-		agents[i] = &watched{node: n}
+	agents := c.Nodes
+	for _, n := range c.Nodes {
 		rep.Agents = append(rep.Agents, AgentFigures{Node: n.Name, Pid: n.Agent.Pid()})
 	}
 	say("idle for %v with warm pools filled", cfg.Idle)
@@ -267,9 +266,6 @@ func firstErr(rs []cluster.AddResult) error {
 	return nil
 }
 
-// watched is one agent whose /proc figures are read.
-type watched struct{ node *cluster.Node }
-
 // window is one agent's /proc readings at the start and end of a phase.
 type window struct {
 	start, end burst.ProcStats
@@ -284,15 +280,15 @@ func (w window) cpuPct() float64 {
 	return 100 * w.cpuSeconds() / w.wall.Seconds()
 }
 
-// sampleOver reads every agent's figures, then waits d or runs do, then
+// sampleOver reads the figures of every node's agent, then waits d or runs do, then
 // reads them again.
-func sampleOver(ctx context.Context, agents []*watched, d time.Duration, do func() error) ([]window, error) {
+func sampleOver(ctx context.Context, agents []*cluster.Node, d time.Duration, do func() error) ([]window, error) {
 	out := make([]window, len(agents))
 	read := func(set func(*window, burst.ProcStats)) error {
 		for i, a := range agents {
-			st, err := burst.PidProcStats(a.node.Agent.Pid())
+			st, err := burst.PidProcStats(a.Agent.Pid())
 			if err != nil {
-				return fmt.Errorf("%s: %w", a.node.Name, err)
+				return fmt.Errorf("%s: %w", a.Name, err)
 			}
 			set(&out[i], st)
 		}

@@ -75,7 +75,7 @@ func churn(ctx context.Context, c *cluster.Cluster, n *cluster.Node, all []*clus
 		mu.Unlock()
 		return np, nil
 	}
-	win, err := sampleOver(ctx, []*watched{{node: n}}, 0, func() error {
+	win, err := sampleOver(ctx, []*cluster.Node{n}, 0, func() error {
 		var wg sync.WaitGroup
 		for range parallel {
 			wg.Add(1)

@@ -77,12 +77,17 @@ func (b *Bundle) CollectAgent(ctx context.Context, addr, dir string) {
 	}
 }
 
-func fetch(ctx context.Context, addr, p string) ([]byte, error) {
-	url := addr
-	if !strings.Contains(url, "://") {
-		url = "http://" + url
+// AgentURL is p on the agent at addr, which may lack its scheme
+// (http then).
+func AgentURL(addr, p string) string {
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(url, "/")+p, nil)
+	return strings.TrimSuffix(addr, "/") + p
+}
+
+func fetch(ctx context.Context, addr, p string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, AgentURL(addr, p), nil)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/allotnet/allot/internal/supportbundle"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 
@@ -232,16 +233,8 @@ func comparePool(src string, e agentENI, rec *allotv1.NodeENI) []finding {
 	return out
 }
 
-// agentURL is path on the agent at addr, which may lack its scheme.
-func agentURL(addr, path string) string {
-	if !strings.Contains(addr, "://") {
-		addr = "http://" + addr
-	}
-	return strings.TrimSuffix(addr, "/") + path
-}
-
 func getAgent(ctx context.Context, addr, path string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, agentURL(addr, path), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, supportbundle.AgentURL(addr, path), nil)
 	if err != nil {
 		return fmt.Errorf("agent address %q: %w", addr, err)
 	}

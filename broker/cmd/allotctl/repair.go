@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"strings"
+
+	"github.com/allotnet/allot/internal/supportbundle"
 )
 
 // fix is what --repair does, or would do, about one finding.
@@ -78,7 +80,7 @@ func applyFixes(ctx context.Context, fixes []fix) {
 }
 
 func repairAgent(ctx context.Context, addr string) string {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, agentURL(addr, "/v1/repair"), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, supportbundle.AgentURL(addr, "/v1/repair"), nil)
 	if err != nil {
 		return fmt.Sprintf("failed: agent address %q: %v", addr, err)
 	}

@@ -85,6 +85,9 @@ type Agent struct {
 	netMu sync.RWMutex
 	// netSlots bounds the pod network work in flight (netslots.go).
 	netSlots netSlots
+	// wrapStore, when set before Start, wraps the pool's checkpoint
+	// writes (tests hold them with it).
+	wrapStore func(pool.Persister) pool.Persister
 
 	metrics  *telemetry.Metrics
 	tel      *instruments

@@ -63,10 +63,9 @@ func (a *Agent) Add(ctx context.Context, req cniserver.Request) (res cniserver.A
 	pc := a.podConfig(al, req.NetNS)
 	a.netMu.RLock()
 	defer a.netMu.RUnlock()
-	defer a.netSlots.take()()
-	pr, err := a.net.SetupPod(pc)
+	pr, err, terr := a.setupPod(pc)
 	if err != nil {
-		if terr := a.net.TeardownPod(pc); terr != nil {
+		if terr != nil {
 			a.log.Error("pod setup failed and so did its teardown; address kept for the runtime's DEL",
 				"attachment", req.Attachment.String(), "addr", al.Addr, "err", err, "teardown_err", terr)
 		} else if _, _, derr := a.pool.Del(key); derr != nil {
@@ -83,6 +82,25 @@ func (a *Agent) Add(ctx context.Context, req cniserver.Request) (res cniserver.A
 		ContainerMAC: pr.PodMAC,
 		ENIID:        al.ENIID,
 	}, nil
+}
+
+// setupPod wires the pod in a network slot and, if that fails, tears down
+// what was set up (terr is that teardown's error). The slot is held for the
+// netlink work alone: the checkpoint writes around it must not be bounded
+// by it, or a burst of calls would reach the pool's group commit at most
+// hostNetParallel at a time.
+func (a *Agent) setupPod(pc hostnet.PodConfig) (pr hostnet.PodResult, err, terr error) {
+	defer a.netSlots.take()()
+	if pr, err = a.net.SetupPod(pc); err != nil {
+		terr = a.net.TeardownPod(pc)
+	}
+	return pr, err, terr
+}
+
+// teardownPod removes the pod's host pieces in a network slot.
+func (a *Agent) teardownPod(pc hostnet.PodConfig) error {
+	defer a.netSlots.take()()
+	return a.net.TeardownPod(pc)
 }
 
 // takeAddress takes the attachment's address from the pool under a span of
@@ -134,7 +152,6 @@ func (a *Agent) Del(ctx context.Context, req cniserver.Request) (err error) {
 	defer unlock()
 	a.netMu.RLock()
 	defer a.netMu.RUnlock()
-	defer a.netSlots.take()()
 	return a.delLocked(key, req)
 }
 
@@ -144,7 +161,7 @@ func (a *Agent) delLocked(key pool.Key, req cniserver.Request) error {
 	if !ok {
 		// No record, but host pieces of an attachment are named after it
 		// alone, so removing whatever has its name can't touch another pod.
-		if err := a.net.TeardownPod(hostnet.PodConfig{Attachment: req.Attachment, NetNS: req.NetNS, MTU: a.cfg.MTU}); err != nil {
+		if err := a.teardownPod(hostnet.PodConfig{Attachment: req.Attachment, NetNS: req.NetNS, MTU: a.cfg.MTU}); err != nil {
 			return fmt.Errorf("del %s: tear down unrecorded pod network: %w", req.Attachment, err)
 		}
 		return nil
@@ -158,7 +175,7 @@ func (a *Agent) delLocked(key pool.Key, req cniserver.Request) error {
 	if netns == "" {
 		netns = al.Netns
 	}
-	if err := a.net.TeardownPod(a.podConfig(al, netns)); err != nil {
+	if err := a.teardownPod(a.podConfig(al, netns)); err != nil {
 		return fmt.Errorf("del %s: tear down pod network (address %s kept until this succeeds): %w",
 			req.Attachment, al.Addr, err)
 	}
@@ -190,8 +207,9 @@ func (a *Agent) Check(ctx context.Context, req cniserver.Request) (err error) {
 	}
 	a.netMu.RLock()
 	defer a.netMu.RUnlock()
-	defer a.netSlots.take()()
+	release := a.netSlots.take()
 	err = a.net.CheckPod(a.podConfig(al, req.NetNS))
+	release()
 	var ce *hostnet.CheckError
 	switch {
 	case err == nil:

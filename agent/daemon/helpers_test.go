@@ -108,9 +108,18 @@ func (e *env) start(cfg Config, net *hostnettest.Recorder) *agentRun {
 // serves.
 func (e *env) startOn(cfg Config, net *hostnettest.Recorder, broker allotv1.NodeServiceClient) *agentRun {
 	e.t.Helper()
+	return e.startWith(cfg, net, broker, nil)
+}
+
+// startWith is startOn with prepare run on the agent before it starts.
+func (e *env) startWith(cfg Config, net *hostnettest.Recorder, broker allotv1.NodeServiceClient, prepare func(*Agent)) *agentRun {
+	e.t.Helper()
 	a, err := New(cfg, Deps{IMDS: e.imds, Network: net, Broker: broker, Logger: testLogger(e.t)})
 	if err != nil {
 		e.t.Fatal(err)
+	}
+	if prepare != nil {
+		prepare(a)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &agentRun{Agent: a, net: net, cancel: cancel, done: make(chan error, 1)}

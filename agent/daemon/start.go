@@ -54,9 +54,13 @@ func (a *Agent) start(ctx context.Context) error {
 	a.ident = id
 	primary, _ := id.Primary()
 
+	var store pool.Persister = timedStore{a.ckpt, a.tel}
+	if a.wrapStore != nil {
+		store = a.wrapStore(store)
+	}
 	p, err := pool.New(pool.Config{
 		InstanceID: id.InstanceID, Cooldown: a.cfg.Cooldown, MaxWait: a.cfg.MaxAddWait, RetryLinger: a.cfg.RetryLinger,
-		Store: timedStore{a.ckpt, a.tel}, Clock: a.clock, Logger: a.deps.Logger,
+		Store: store, Clock: a.clock, Logger: a.deps.Logger,
 	}, st)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrCheckpoint, err)

@@ -101,6 +101,8 @@ type SubnetInfo struct {
 	ID, CIDR, AZ, VPCID string
 	// Available is EC2's count of free addresses in the subnet.
 	Available int64
+	// Tags are the subnet's tags.
+	Tags map[string]string
 }
 
 // DescribeSubnets returns the given subnets (all of them for no IDs). An ID

@@ -15,6 +15,10 @@ import (
 type SubnetFilter struct {
 	VPCIDs []string
 	Tags   map[string]string
+	// AnyTagKey keeps the subnets that carry at least one of these tag
+	// keys (EC2 ORs the values of one filter), so one call can serve
+	// several searches whose tags differ.
+	AnyTagKey []string
 }
 
 // FindSubnets returns the subnets that match f, sorted by ID.
@@ -35,6 +39,9 @@ func (c *Client) FindSubnets(ctx context.Context, f SubnetFilter) ([]SubnetInfo,
 			filters = append(filters, types.Filter{Name: aws.String("tag-key"), Values: []string{k}})
 		}
 	}
+	if len(f.AnyTagKey) > 0 {
+		filters = append(filters, types.Filter{Name: aws.String("tag-key"), Values: f.AnyTagKey})
+	}
 	out, err := c.describeSubnetPages(ctx, &ec2.DescribeSubnetsInput{Filters: filters})
 	if err != nil {
 		return nil, err
@@ -50,5 +57,6 @@ func subnetInfo(s types.Subnet) SubnetInfo {
 		AZ:        aws.ToString(s.AvailabilityZone),
 		VPCID:     aws.ToString(s.VpcId),
 		Available: int64(aws.ToInt32(s.AvailableIpAddressCount)),
+		Tags:      tagMap(s.Tags),
 	}
 }

@@ -9,13 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/allotnet/allot/broker/clock"
 	"github.com/allotnet/allot/broker/ec2client"
 	"github.com/allotnet/allot/broker/store"
-	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 )
 
 // Selector says which subnets are the cluster's pod subnets: the ones
@@ -70,8 +68,13 @@ type Discoverer struct {
 	// recorded is what this run last wrote per subnet, so an unchanged
 	// subnet costs no write.
 	recorded map[string]ec2client.SubnetInfo
-	// found is what each pod network's tags last found, for the log.
-	found map[string][]string
+	// found is what each pod network's tags last found, and warned the
+	// problem last logged about it, so the log says each once.
+	found  map[string][]string
+	warned map[string]string
+	// places is what EC2 never changes about a subnet (its VPC, zone and
+	// CIDR), by ID, so a subnet a pod network names is described once.
+	places map[string]ec2client.SubnetInfo
 }
 
 // New returns a discoverer.
@@ -83,7 +86,8 @@ func New(cfg Config) *Discoverer {
 		cfg.Interval = time.Minute
 	}
 	cfg.Interval = cfg.Clock.Wall(cfg.Interval)
-	return &Discoverer{cfg: cfg, log: cfg.Logger.With("component", "subnets"), recorded: map[string]ec2client.SubnetInfo{}, found: map[string][]string{}}
+	return &Discoverer{cfg: cfg, log: cfg.Logger.With("component", "subnets"), recorded: map[string]ec2client.SubnetInfo{},
+		found: map[string][]string{}, warned: map[string]string{}, places: map[string]ec2client.SubnetInfo{}}
 }
 
 // Run refreshes now and then every Interval until ctx ends; it returns nil
@@ -145,6 +149,7 @@ func (d *Discoverer) Refresh(ctx context.Context) (int, error) {
 			return 0, err
 		}
 		xs = found
+		d.learn(found)
 	}
 	tagged, perr := d.podNetworks(ctx)
 	xs = append(xs, tagged...)
@@ -174,65 +179,4 @@ func (d *Discoverer) Refresh(ctx context.Context) (int, error) {
 		d.log.Info("pod subnet recorded", "subnet", x.ID, "cidr", x.CIDR, "az", x.AZ, "vpc", x.VPCID, "usable", usable)
 	}
 	return wrote, errors.Join(errs...)
-}
-
-// podNetworks resolves the subnet tags of every pod network that names
-// some (within tagVPCs), records what each found, and returns those
-// subnets so they are recorded with their budgets too.
-func (d *Discoverer) podNetworks(ctx context.Context) ([]ec2client.SubnetInfo, error) {
-	pns, err := d.cfg.Store.ListPodNetworks(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("list pod networks: %w", err)
-	}
-	var out []ec2client.SubnetInfo
-	var errs []error
-	for _, pn := range pns {
-		if len(pn.SubnetTags) == 0 {
-			continue
-		}
-		vpcs, err := d.tagVPCs(ctx, pn)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("pod network %s: %w", pn.Name, err))
-			continue
-		}
-		xs, err := d.cfg.EC2.FindSubnets(ctx, ec2client.SubnetFilter{VPCIDs: vpcs, Tags: pn.SubnetTags})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("pod network %s: find subnets with tags %v: %w", pn.Name, pn.SubnetTags, err))
-			continue
-		}
-		ids := make([]string, 0, len(xs))
-		for _, x := range xs {
-			ids = append(ids, x.ID)
-		}
-		if err := d.cfg.Store.SetDiscoveredSubnets(ctx, pn.Name, ids, d.cfg.Clock.Now()); err != nil && !errors.Is(err, rpcerr.ErrNotFound) {
-			errs = append(errs, fmt.Errorf("pod network %s: record discovered subnets: %w", pn.Name, err))
-			continue
-		}
-		if !slices.Equal(d.found[pn.Name], ids) {
-			d.log.Info("pod network subnets discovered", "pod_network", pn.Name, "tags", pn.SubnetTags, "subnets", ids)
-			d.found[pn.Name] = ids
-		}
-		out = append(out, xs...)
-	}
-	return out, errors.Join(errs...)
-}
-
-// tagVPCs is where a pod network's tags are looked up: the VPC of the
-// subnets it names, else the selector's VPCIDs, else (nil) every VPC of
-// the account.
-func (d *Discoverer) tagVPCs(ctx context.Context, pn store.PodNetwork) ([]string, error) {
-	if len(pn.SubnetIDs) == 0 {
-		return d.cfg.Selector.VPCIDs, nil
-	}
-	xs, err := d.cfg.EC2.DescribeSubnets(ctx, pn.SubnetIDs)
-	if err != nil {
-		return nil, fmt.Errorf("describe subnets %v: %w", pn.SubnetIDs, err)
-	}
-	var vpcs []string
-	for _, x := range xs {
-		if !slices.Contains(vpcs, x.VPCID) {
-			vpcs = append(vpcs, x.VPCID)
-		}
-	}
-	return vpcs, nil
 }

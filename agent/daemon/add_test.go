@@ -107,31 +107,6 @@ func TestAddIsIdempotent(t *testing.T) {
 	}
 }
 
-// Addresses the broker lists are handed out only once IMDS shows them.
-func TestDeliveredAddressesWaitForIMDS(t *testing.T) {
-	e := newEnv(t)
-	cfg := e.config()
-	cfg.MaxAddWait = 200 * time.Millisecond
-	a := e.start(cfg, hostnettest.NewRecorder())
-	e.registered()
-	e.sim.World().SetIMDSLag(time.Hour)
-	got, err := e.broker.Deliver(e.inst, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	brokertest.WaitFor(t, 10*time.Second, "the link to see the unconfirmed address", func() bool {
-		return a.BrokerStatus().Unconfirmed == 1
-	})
-	if _, err := a.Add(ctxT(t), podReq("c1", "web-0")); !isPoolEmpty(err) {
-		t.Fatalf("add while IMDS doesn't show the delivered address: %v, want pool empty", err)
-	}
-	e.sim.World().SetIMDSLag(0)
-	res := mustAdd(t, a, podReq("c2", "web-1"))
-	if res.Address.Addr().String() != got[0] {
-		t.Fatalf("address %v, want %s", res.Address, got[0])
-	}
-}
-
 // When the pod can't be wired, its address goes back to the pool.
 func TestAddSetupFailureReturnsAddress(t *testing.T) {
 	e := newEnv(t)

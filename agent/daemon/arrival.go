@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/allotnet/allot/agent/brokerlink"
@@ -17,17 +19,21 @@ import (
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 
-// arrival brings delivered addresses into the pool once IMDS shows them on
-// the ENI: it is the link's brokerlink.Arrivals. The broker's record says
-// EC2 assigned them; IMDS lags EC2, and it is what the instance itself
-// sees, so an address is handed to a pod only when both agree. An ENI new
-// to this process is first set up on the host (link up, route table) and
-// recorded in the pool, and the agent then restores pods recorded on it.
+// arrival brings delivered addresses into the pool: it is the link's
+// brokerlink.Arrivals. The broker's record lists an address only after
+// EC2 answered the call that assigned it (or EC2 described it), and EC2's
+// answer is what decides: so an address delivered on an ENI this process
+// has set up goes into the pool at once, without waiting for IMDS, which
+// lags EC2. An ENI new to this process still waits until IMDS shows it:
+// its device and MAC are needed to set up the host side (link up, route
+// table) and record it in the pool, and the agent then restores pods
+// recorded on it. A background check (imdscheck.go) asks IMDS later and
+// logs and counts addresses it still doesn't show.
 //
-// mu is held while a confirmed address moves from awaited into the pool,
-// so Await (which the link calls before it drops what the broker stopped
-// listing) never lets an address in behind the broker's back, and Hold
-// sees every address in exactly one of the two.
+// mu is held while an address moves from awaited into the pool, so Await
+// (which the link calls before it drops what the broker stopped listing)
+// never lets an address in behind the broker's back, and Hold sees every
+// address in exactly one of the two.
 type arrival struct {
 	pool     *pool.Pool
 	imds     identity.MetadataAPI
@@ -42,6 +48,10 @@ type arrival struct {
 	// delivered is told of addresses that joined the pool: how many, on
 	// which ENI, and since when they were being confirmed.
 	delivered func(eniID string, added int, since time.Time)
+	// check asks IMDS, checkAfter after addresses joined the pool, whether
+	// it shows them; a negative checkAfter turns it off.
+	checkAfter time.Duration
+	disagreed  atomic.Int64
 
 	mu      sync.Mutex
 	pending map[string]*brokerlink.Delivery
@@ -61,14 +71,15 @@ func newArrival(a *Agent, prepared []string) *arrival {
 	if c.interval <= 0 {
 		c.interval = DefaultConfirmInterval
 	}
+	c.checkAfter = cmp.Or(a.cfg.IMDSCheckAfter, DefaultIMDSCheckAfter)
 	for _, id := range prepared {
 		c.ready[id] = true
 	}
 	return c
 }
 
-// DefaultConfirmInterval is how often IMDS is asked again about delivered
-// addresses it doesn't show yet.
+// DefaultConfirmInterval is how often IMDS is asked again about an ENI new
+// to this process that it doesn't show yet.
 const DefaultConfirmInterval = 200 * time.Millisecond
 
 // start sets the context the workers run under; call it before anything
@@ -161,9 +172,10 @@ func (c *arrival) work(ctx context.Context, id string) {
 	}
 }
 
-// confirmOnce sets the ENI up if needed, asks IMDS which of p's addresses
-// it shows, and adds those to the pool. It returns an error while anything
-// of p is still unconfirmed, so the caller waits before asking again.
+// confirmOnce sets the ENI up if needed (waiting for IMDS to show an ENI
+// new to this process) and adds p's addresses to the pool from the
+// broker's record. It returns an error while the ENI can't be set up yet,
+// so the caller waits before trying again.
 func (c *arrival) confirmOnce(ctx context.Context, p brokerlink.Delivery, since time.Time) error {
 	if err := c.prepare(ctx, p); err != nil {
 		return err
@@ -171,32 +183,24 @@ func (c *arrival) confirmOnce(ctx context.Context, p brokerlink.Delivery, since 
 	if empty(&p) {
 		return nil
 	}
-	missA, missP, err := identity.Unconfirmed(ctx, c.imds, p.MAC, p.Addrs, p.Prefixes)
+	addA, addP, err := c.admit(p.ENIID, p.Addrs, p.Prefixes, since)
 	if err != nil {
 		return err
 	}
-	seenA := slices.DeleteFunc(slices.Clone(p.Addrs), func(a netip.Addr) bool { return slices.Contains(missA, a) })
-	seenP := slices.DeleteFunc(slices.Clone(p.Prefixes), func(x netip.Prefix) bool { return slices.Contains(missP, x) })
-	if len(seenA)+len(seenP) > 0 {
-		if err := c.admit(p.ENIID, seenA, seenP, since); err != nil {
-			return err
-		}
-	}
-	if len(missA)+len(missP) > 0 {
-		return fmt.Errorf("imds doesn't show %d addresses and %d prefixes yet", len(missA), len(missP))
-	}
+	c.checkLater(ctx, p.ENIID, p.MAC, addA, addP)
 	return nil
 }
 
-// admit moves addresses IMDS showed from awaited into the pool. The record
-// may have changed while IMDS was asked: only what is still awaited is
-// added, and nothing the pool holds on another ENI.
-func (c *arrival) admit(eniID string, seenA []netip.Addr, seenP []netip.Prefix, since time.Time) error {
+// admit moves delivered addresses from awaited into the pool and returns
+// those it added. The record may have changed since p was taken: only
+// what is still awaited is added, and nothing the pool holds on another
+// ENI.
+func (c *arrival) admit(eniID string, seenA []netip.Addr, seenP []netip.Prefix, since time.Time) ([]netip.Addr, []netip.Prefix, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cur := c.pending[eniID]
 	if cur == nil {
-		return nil
+		return nil, nil, nil
 	}
 	onOther := map[netip.Addr]bool{}
 	for _, v := range c.pool.View() {
@@ -211,9 +215,9 @@ func (c *arrival) admit(eniID string, seenA []netip.Addr, seenP []netip.Prefix, 
 	if len(addA)+len(addP) > 0 {
 		n, err := c.pool.AddCapacity(eniID, addA, addP)
 		if err != nil {
-			return fmt.Errorf("add confirmed capacity: %w", err)
+			return nil, nil, fmt.Errorf("add delivered capacity: %w", err)
 		}
-		c.log.Info("delivered addresses confirmed in IMDS", "eni", eniID, "added", n)
+		c.log.Info("delivered addresses added", "eni", eniID, "added", n)
 		c.delivered(eniID, n, since)
 	}
 	cur.Addrs = slices.DeleteFunc(cur.Addrs, func(a netip.Addr) bool { return slices.Contains(seenA, a) })
@@ -221,7 +225,7 @@ func (c *arrival) admit(eniID string, seenA []netip.Addr, seenP []netip.Prefix, 
 	// The demand counted these as on their way; now the pool has them (or
 	// another ENI does).
 	c.changed()
-	return nil
+	return addA, addP, nil
 }
 
 // prepare sets up an ENI new to this process: IMDS must show it (it lags an

@@ -107,6 +107,11 @@ type Config struct {
 	// ConfirmInterval is how often IMDS is polled for delivered addresses
 	// it doesn't show yet; 0 means DefaultConfirmInterval.
 	ConfirmInterval time.Duration
+	// IMDSCheckAfter is how long after delivered addresses joined the pool
+	// the agent asks IMDS whether it shows them (a check that logs and
+	// counts a disagreement with the broker's record; it gates nothing).
+	// 0 means DefaultIMDSCheckAfter; negative turns the check off.
+	IMDSCheckAfter time.Duration
 	// NodeName is the Kubernetes node name, registered with the broker so
 	// operators see it beside the instance ID; empty outside Kubernetes.
 	NodeName string

@@ -70,7 +70,12 @@ func newTelemetry(m metric.Meter, a *Agent) (*instruments, error) {
 		return nil, err
 	}
 	unconfirmed, err := m.Int64ObservableGauge("allot.agent.addresses.unconfirmed",
-		metric.WithDescription("Addresses the broker delivered that IMDS doesn't show yet"))
+		metric.WithDescription("Addresses the broker delivered that are not in the pool yet (their ENI not set up yet)"))
+	if err != nil {
+		return nil, err
+	}
+	disagreed, err := m.Int64ObservableCounter("allot.agent.imds.disagreements",
+		metric.WithDescription("Delivered addresses IMDS still didn't show well after they joined the pool"))
 	if err != nil {
 		return nil, err
 	}
@@ -92,13 +97,14 @@ func newTelemetry(m metric.Meter, a *Agent) (*instruments, error) {
 		o.ObserveInt64(pending, int64(a.pool.Pending()))
 		bs := a.link.Status()
 		o.ObserveInt64(unconfirmed, int64(bs.Unconfirmed))
+		o.ObserveInt64(disagreed, a.IMDSDisagreements())
 		c := int64(0)
 		if bs.Connected {
 			c = 1
 		}
 		o.ObserveInt64(connected, c)
 		return nil
-	}, addrs, enis, pending, unconfirmed, connected)
+	}, addrs, enis, pending, unconfirmed, disagreed, connected)
 	if err != nil {
 		return nil, err
 	}

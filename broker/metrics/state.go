@@ -120,9 +120,11 @@ type stateSnap struct {
 	alive    map[string]bool
 	// badNodes are instances whose registration does not decode.
 	badNodes []string
-	// podNodes are the nodes each in the subnet its pods go to
-	// (podnet.AtHome), for the subnet figures.
+	// podNodes are the nodes each in the subnet its pods go to, and
+	// closed the primary ENIs that take no pods (podnet.AtHome), for the
+	// subnet figures.
 	podNodes []store.Node
+	closed   map[string]bool
 }
 
 func readState(ctx context.Context, st State) (stateSnap, error) {
@@ -131,7 +133,7 @@ func readState(ctx context.Context, st State) (stateSnap, error) {
 	var p store.Planning
 	p, errs[0] = st.ReadPlanning(ctx)
 	s.subnets, s.nodes, s.usage, s.demands = p.Subnets, p.Nodes, p.Usage, p.Demands
-	s.podNodes = podnet.AtHome(p.PodNetworks, p.Nodes, p.Subnets)
+	s.podNodes, s.closed = podnet.AtHome(p.PodNetworks, p.Nodes, p.Subnets)
 	for _, q := range p.Quarantined {
 		if q.Kind == "nodes" {
 			s.badNodes = append(s.badNodes, q.ID)
@@ -148,7 +150,7 @@ func (g *stateGauges) observe(o metric.Observer, s stateSnap, now time.Time) {
 	az := map[string]map[string]int64{}
 	azHead := map[string]int64{}
 	for _, sn := range s.subnets {
-		f := server.Figures(sn, s.podNodes, s.enis, s.usage)
+		f := server.Figures(sn, s.podNodes, s.enis, s.usage, s.closed)
 		kinds := map[string]int64{
 			"usable": f.Usable, "limit": f.Limit, "attached": f.Attached, "reserved": f.Reserved,
 			"used_by_others": f.UsedByOthers, "available": f.Available, "assigned": f.Assigned, "warm": f.Warm,

@@ -168,3 +168,31 @@ func TestHome(t *testing.T) {
 		t.Errorf("home of an unselected node %q; want its own subnet", got)
 	}
 }
+
+// TestAtHomeClosesPrimaries: a node whose network leaves out its own
+// subnet is counted one ENI less and its primary ENI is closed; a network
+// that includes the subnet, and no network, close nothing.
+func TestAtHomeClosesPrimaries(t *testing.T) {
+	subnets := []store.Subnet{
+		{ID: "subnet-node", AvailabilityZone: "us-east-1a", VPCID: "vpc-1", Usable: 100},
+		{ID: "subnet-p1", AvailabilityZone: "us-east-1a", VPCID: "vpc-1", Usable: 500},
+	}
+	n := node("us-east-1a", nil)
+	n.SubnetID, n.PrimaryENIID, n.MaxENIs = "subnet-node", "eni-primary", 4
+	for name, tc := range map[string]struct {
+		nets       []store.PodNetwork
+		maxENIs    int
+		home       string
+		wantClosed bool
+	}{
+		"leaves out the node's subnet": {[]store.PodNetwork{{Name: "pods", SubnetIDs: []string{"subnet-p1"}}}, 3, "subnet-p1", true},
+		"includes the node's subnet":   {[]store.PodNetwork{{Name: "pods", SubnetIDs: []string{"subnet-p1", "subnet-node"}}}, 4, "subnet-p1", false},
+		"no network":                   {nil, 4, "subnet-node", false},
+	} {
+		nodes, closed := AtHome(tc.nets, []store.Node{n}, subnets)
+		if nodes[0].MaxENIs != tc.maxENIs || nodes[0].SubnetID != tc.home || closed["eni-primary"] != tc.wantClosed {
+			t.Errorf("%s: max ENIs %d, home %s, closed %v; want %d, %s, %v", name,
+				nodes[0].MaxENIs, nodes[0].SubnetID, closed, tc.maxENIs, tc.home, tc.wantClosed)
+		}
+	}
+}

@@ -77,7 +77,8 @@ func (s *budgetService) GetSubnetBudget(ctx context.Context, req *allotv1.GetSub
 func findBudget(v *view, id string) (*allotv1.SubnetBudget, error) {
 	for _, sn := range v.subnets {
 		if sn.ID == id {
-			b := Figures(sn, v.podNodes(), v.enis, v.usage)
+			nodes, closed := v.podNodes()
+			b := Figures(sn, nodes, v.enis, v.usage, closed)
 			b.Revision = v.rev
 			return b, nil
 		}

@@ -193,3 +193,52 @@ func TestCapacityNodeSlotsUnderCustomNetworking(t *testing.T) {
 		})
 	}
 }
+
+// TestHeadroomLeavesOutClosedPrimaries: a prefix-mode node whose pod
+// network leaves out its own subnet has a primary ENI there that takes no
+// pods, so its 14 free /28 slots are no room in that subnet: the subnet's
+// headroom_pods is what its other node (an m5.large, 9 per ENI) makes of
+// the 249 available addresses, 9 on its own primary and 24 new ENIs of
+// 1 + 9, 225 in all. Counting the closed slots gave 9 + 14 x 16 + 9 + 5 =
+// 247, as it rightly is when the network includes the subnet, or with none.
+func TestHeadroomLeavesOutClosedPrimaries(t *testing.T) {
+	for name, tc := range map[string]struct {
+		podnets []store.PodNetwork
+		want    int64
+	}{
+		"network leaves out the node's subnet": {[]store.PodNetwork{{Name: "custom",
+			Selector: store.NodeSelector{NodeGroup: "custom"}, SubnetIDs: []string{"subnet-p1"}}}, 225},
+		"network includes the node's subnet": {[]store.PodNetwork{{Name: "custom",
+			Selector: store.NodeSelector{NodeGroup: "custom"}, SubnetIDs: []string{"subnet-p1", "subnet-node"}}}, 247},
+		"no network": {nil, 247},
+	} {
+		t.Run(name, func(t *testing.T) {
+			v := &view{rev: 3, usage: map[string]store.Usage{}, podnets: tc.podnets}
+			v.subnets = []store.Subnet{
+				{ID: "subnet-node", CIDR: "10.0.0.0/24", AvailabilityZone: "us-east-1a", VPCID: "vpc-1", Usable: 251, UsedByOthers: 2},
+				{ID: "subnet-p1", CIDR: "100.64.0.0/22", AvailabilityZone: "us-east-1a", VPCID: "vpc-1", Usable: 1019},
+			}
+			v.nodes = []store.Node{
+				{InstanceID: "i-a", InstanceType: "c5.xlarge", SubnetID: "subnet-node", PrimaryENIID: "eni-a",
+					AvailabilityZone: "us-east-1a", VPCID: "vpc-1", Mode: modePrefix, MaxENIs: 4, IPv4PerENI: 15,
+					Tags: map[string]string{allotv1.NodeGroupTag: "custom"}},
+				{InstanceID: "i-b", InstanceType: "m5.large", SubnetID: "subnet-node", PrimaryENIID: "eni-b",
+					AvailabilityZone: "us-east-1a", VPCID: "vpc-1", Mode: modeSecondary, MaxENIs: 3, IPv4PerENI: 10},
+			}
+			v.enis = []store.ENI{
+				{ID: "eni-a", InstanceID: "i-a", SubnetID: "subnet-node", Primary: true, PrimaryIP: "10.0.0.10", Status: store.ENIAttached},
+				{ID: "eni-b", InstanceID: "i-b", SubnetID: "subnet-node", Primary: true, PrimaryIP: "10.0.0.11", Status: store.ENIAttached},
+			}
+			v.index()
+			for _, b := range capacity(v).GetSubnets() {
+				if b.GetSubnetId() == "subnet-node" && b.GetHeadroomPods() != tc.want {
+					t.Errorf("subnet-node headroom_pods %d, want %d", b.GetHeadroomPods(), tc.want)
+				}
+			}
+			got, err := findBudget(v, "subnet-node")
+			if err != nil || got.GetHeadroomPods() != tc.want {
+				t.Errorf("GetSubnetBudget: %v, %v; want headroom_pods %d", got, err, tc.want)
+			}
+		})
+	}
+}

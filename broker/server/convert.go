@@ -69,9 +69,9 @@ func unmetProto(st store.NodeStatus) *allotv1.UnmetStatus {
 // budgets computes every subnet's figures from a view.
 func budgets(v *view) []*allotv1.SubnetBudget {
 	out := make([]*allotv1.SubnetBudget, 0, len(v.subnets))
-	nodes := v.podNodes()
+	nodes, closed := v.podNodes()
 	for _, sn := range v.subnets {
-		b := Figures(sn, nodes, v.enis, v.usage)
+		b := Figures(sn, nodes, v.enis, v.usage, closed)
 		b.Revision = v.rev
 		out = append(out, b)
 	}

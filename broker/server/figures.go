@@ -38,8 +38,10 @@ func maxAddresses(n store.Node) int64 {
 // still buys: free slots of existing ENIs first (no new primary address
 // needed), then new ENIs shaped like the smallest-yield node registered in
 // the subnet, each costing one primary address. With no such node the
-// primaries cannot be known and available counts in full.
-func Figures(sn store.Subnet, nodes []store.Node, enis []store.ENI, usage map[string]store.Usage) *allotv1.SubnetBudget {
+// primaries cannot be known and available counts in full. The ENIs in
+// closed (by ID: primaries a pod network keeps pods off, podnet.AtHome)
+// offer no free slot: their addresses still count as assigned or warm.
+func Figures(sn store.Subnet, nodes []store.Node, enis []store.ENI, usage map[string]store.Usage, closed map[string]bool) *allotv1.SubnetBudget {
 	b := &allotv1.SubnetBudget{
 		SubnetId:         sn.ID,
 		Cidr:             sn.CIDR,
@@ -84,20 +86,21 @@ func Figures(sn store.Subnet, nodes []store.Node, enis []store.ENI, usage map[st
 			}
 		}
 	}
-	b.HeadroomPods = b.Warm + podsFromAvailable(sn, nodeBy, local)
+	b.HeadroomPods = b.Warm + podsFromAvailable(sn, nodeBy, local, closed)
 	b.Pods = podHeadroom(sn, b.HeadroomPods, nodes, usage)
 	return b
 }
 
 // podsFromAvailable is how many pod addresses the subnet's available
 // addresses can become, after ENI primaries.
-func podsFromAvailable(sn store.Subnet, nodeBy map[string]store.Node, local []store.ENI) int64 {
+func podsFromAvailable(sn store.Subnet, nodeBy map[string]store.Node, local []store.ENI, closed map[string]bool) int64 {
 	avail := sn.Available()
-	// Free slots on ENIs that exist: one-address slots, then /28 slots.
+	// Free slots on ENIs that exist and take pods: one-address slots, then
+	// /28 slots.
 	var spare1, spare16 int64
 	for _, e := range local {
 		n, ok := nodeBy[e.InstanceID]
-		if !ok || n.IPv4PerENI <= 1 {
+		if !ok || n.IPv4PerENI <= 1 || closed[e.ID] {
 			continue
 		}
 		free := int64(n.IPv4PerENI - 1 - len(e.Addresses) - len(e.Prefixes))

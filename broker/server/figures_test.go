@@ -124,7 +124,7 @@ func TestFigures(t *testing.T) {
 			for _, u := range tc.usage {
 				usage[u.InstanceID] = u
 			}
-			b := Figures(tc.sn, tc.nodes, tc.enis, usage)
+			b := Figures(tc.sn, tc.nodes, tc.enis, usage, nil)
 			got := [7]int64{b.Limit, b.Attached, b.Assigned, b.Warm, b.Reserved, b.Available, b.HeadroomPods}
 			if got != tc.want {
 				t.Errorf("limit, attached, assigned, warm, reserved, available, headroom_pods\n got %v\nwant %v", got, tc.want)

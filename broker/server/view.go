@@ -32,9 +32,10 @@ type view struct {
 	podnets     []store.PodNetwork
 }
 
-// podNodes is the nodes each counted in the subnet its pods go to
-// (podnet.AtHome): the budget figures count a node's free pod slots there.
-func (v *view) podNodes() []store.Node {
+// podNodes is the nodes each counted in the subnet its pods go to, and
+// the primary ENIs closed to pods (podnet.AtHome): the budget figures
+// count a node's free pod slots there, and no free slot of a closed ENI.
+func (v *view) podNodes() ([]store.Node, map[string]bool) {
 	return podnet.AtHome(v.podnets, v.nodes, v.subnets)
 }
 

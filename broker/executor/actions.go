@@ -207,19 +207,28 @@ func (e *Engine) forget(ctx context.Context, rs *runState, eni store.ENI, why st
 }
 
 // deleteDetached deletes an ENI recorded as detached once EC2 reports it
-// available (a detach takes a while).
-func (e *Engine) deleteDetached(ctx context.Context, rs *runState, eni store.ENI) error {
+// available (a detach takes a while). An ENI given up by release releaseID
+// ("" for none) is deleted only if EC2 still shows it as one the release
+// may free (cannotGiveUp), and recording the delete finishes the release.
+func (e *Engine) deleteDetached(ctx context.Context, rs *runState, eni store.ENI, releaseID string) error {
 	x, found, err := e.describeOne(ctx, eni.ID)
 	if err != nil {
 		return err
 	}
-	if !found {
+	switch {
+	case !found && releaseID != "":
+		return e.forgetGivenUp(ctx, rs, eni, releaseID)
+	case !found:
 		return e.forget(ctx, rs, eni, "detached ENI no longer exists in EC2")
-	}
-	if x.Status != "available" || x.AttachmentID != "" {
+	case x.Status != "available" || x.AttachmentID != "":
 		return errWait
+	case releaseID == "":
+		return e.deleteENI(ctx, rs, eni)
 	}
-	return e.deleteENI(ctx, rs, eni)
+	if why := e.cannotGiveUp(x, eni, store.Release{ID: releaseID, AckedAddrs: eni.Addresses, AckedPfx: eni.Prefixes}); why != "" {
+		return fmt.Errorf("detached ENI %s of release %s not deleted: %s", eni.ID, releaseID, why)
+	}
+	return e.deleteGivenUp(ctx, rs, eni, releaseID)
 }
 
 // assign carries out an Assign action: one AssignPrivateIpAddresses.

@@ -43,6 +43,7 @@ type Intents interface {
 	CompleteUnassign(ctx context.Context, intentID, eniID string, addrs, prefixes []string) error
 	CompleteDetach(ctx context.Context, intentID, eniID string) error
 	CompleteDelete(ctx context.Context, intentID, eniID string) error
+	CompleteGiveUp(ctx context.Context, intentID, eniID string) error
 	FailIntent(ctx context.Context, intentID string, cause error) error
 }
 

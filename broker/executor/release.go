@@ -110,11 +110,11 @@ func openRelease(rels []store.Release) bool {
 	return false
 }
 
-// carryOutRelease unassigns what the agent acknowledged, and nothing else:
+// carryOutRelease takes back what the agent acknowledged, and nothing else:
 // only acked addresses still on the ENI, minus any the agent's latest usage
 // report says a pod holds (a contradiction is resolved towards keeping).
-// An ENI left with no address and no pod is then detached (and deleted once
-// EC2 reports it available).
+// An ENI the release covers whole is given up by detach and delete alone
+// (giveUp); otherwise what is taken is unassigned and the ENI stays.
 func (e *Engine) carryOutRelease(ctx context.Context, rs *runState, r store.Release, eni store.ENI, u store.Usage) error {
 	if eni.ID == "" {
 		if err := e.st.CancelRelease(ctx, r.ID); err != nil {
@@ -125,6 +125,11 @@ func (e *Engine) carryOutRelease(ctx context.Context, rs *runState, r store.Rele
 	c := planner.CarryOut(r.AckedAddrs, r.AckedPfx, heldENI(eni), u.Assigned)
 	for _, h := range c.Held {
 		e.log.Warn("acknowledged address or prefix is reported in use by a pod; kept", "instance", r.InstanceID, "held", h, "release", r.ID)
+	}
+	if c.Whole {
+		if done, err := e.giveUp(ctx, rs, r, eni); done || err != nil {
+			return err
+		}
 	}
 	addrs, prefixes := c.Addresses, c.Prefixes
 	if len(addrs)+len(prefixes) > 0 {
@@ -151,39 +156,5 @@ func (e *Engine) carryOutRelease(ctx context.Context, rs *runState, r store.Rele
 	}
 	e.log.Info("release carried out", "instance", r.InstanceID, "release", r.ID, "eni", eni.ID,
 		"addresses", len(addrs), "prefixes", len(prefixes))
-	if !c.Detach {
-		return nil
-	}
-	return e.detach(ctx, rs, eni)
-}
-
-// detach detaches an ENI that holds no address; deleteDetached removes it
-// once EC2 has finished detaching.
-func (e *Engine) detach(ctx context.Context, rs *runState, eni store.ENI) error {
-	x, found, err := e.describeOne(ctx, eni.ID)
-	if err != nil {
-		return err
-	}
-	if !found {
-		return e.forget(ctx, rs, eni, "emptied ENI no longer exists in EC2")
-	}
-	in, err := e.begin(ctx, rs, store.Intent{
-		Kind: store.IntentDetach, InstanceID: eni.InstanceID, ENIID: eni.ID, SubnetID: eni.SubnetID,
-	})
-	if err != nil {
-		return err
-	}
-	defer rs.own(in.ID, false)
-	if x.AttachmentID != "" {
-		err = e.ec2.DetachENI(ctx, x.AttachmentID, false)
-		if err != nil {
-			e.fail(ctx, in, err)
-			return fmt.Errorf("detach empty ENI %s: %w", eni.ID, err)
-		}
-	}
-	if err := e.st.CompleteDetach(ctx, in.ID, eni.ID); err != nil {
-		return fmt.Errorf("record detach of %s: %w", eni.ID, err)
-	}
-	e.log.Info("empty ENI detached", "instance", eni.InstanceID, "eni", eni.ID)
 	return nil
 }

@@ -129,7 +129,7 @@ func TestReleaseNotAcknowledgedFreesNothing(t *testing.T) {
 
 // TestReleaseAcknowledged: the agent acknowledges part of a proposal; only
 // those addresses are unassigned, and the ENI, still holding a pod, stays.
-// When later all its addresses are acknowledged free, the emptied ENI is
+// When later all its remaining addresses are acknowledged free, the ENI is
 // detached and deleted.
 func TestReleaseAcknowledged(t *testing.T) {
 	s := newReleaseSetup(t, executor.Config{})
@@ -167,8 +167,9 @@ func TestReleaseAcknowledged(t *testing.T) {
 	s.e.checkMatchesEC2(t)
 	s.e.checkAccounts(t)
 
-	// The pod leaves; the ENI's last two addresses are surplus, proposed,
-	// acknowledged, unassigned, and the empty ENI goes back to EC2.
+	// The pod leaves; the ENI's last two addresses are surplus, proposed
+	// and acknowledged: the release covers the whole ENI, which goes back
+	// to EC2 by detach and delete, without a second Unassign.
 	s.eni.Addresses = want
 	s.report(t, 2, s.primary.Addresses[:2])
 	rel = s.proposal(t)
@@ -187,7 +188,7 @@ func TestReleaseAcknowledged(t *testing.T) {
 		t.Fatal(err)
 	}
 	c = s.e.sim.Counters()
-	for action, n := range map[string]int64{"UnassignPrivateIpAddresses": 2, "DetachNetworkInterface": 1, "DeleteNetworkInterface": 1} {
+	for action, n := range map[string]int64{"UnassignPrivateIpAddresses": 1, "DetachNetworkInterface": 1, "DeleteNetworkInterface": 1} {
 		if c[action].Calls != n {
 			t.Errorf("%s: %d calls, want %d", action, c[action].Calls, n)
 		}

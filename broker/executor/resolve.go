@@ -312,6 +312,10 @@ func (e *Engine) resolveDelete(ctx context.Context, in store.Intent) error {
 	if found {
 		return e.st.FailIntent(ctx, in.ID, fmt.Errorf("ENI %s still exists", in.ENIID))
 	}
+	if in.ReleaseID != "" {
+		// An ENI given up whole: its record and its release close together.
+		return e.st.CompleteGiveUp(ctx, in.ID, in.ENIID)
+	}
 	err = e.st.CompleteDelete(ctx, in.ID, in.ENIID)
 	if errors.Is(err, rpcerr.ErrNotFound) {
 		// A leaked ENI the reconciler collected never had a record.

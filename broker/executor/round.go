@@ -144,9 +144,9 @@ func (e *Engine) upkeep(ctx context.Context, rs *runState, snap *snapshot, free 
 			case x.Status == store.ENIDetached:
 				held[id] = true
 				if free(id) {
-					eni := x
+					eni, rel := x, ackedRelease(snap.releases[id], x.ID)
 					rs.schedule(id, kindDelete, false, func(ctx context.Context) error {
-						return e.deleteDetached(ctx, rs, eni)
+						return e.deleteDetached(ctx, rs, eni, rel)
 					})
 				}
 			}

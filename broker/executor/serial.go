@@ -12,7 +12,7 @@ import (
 
 // serialStore lets only one of the engine's writes that change a subnet's
 // counters reach etcd at a time, per subnet. A reserving BeginIntent, and
-// CompleteCreate/Assign/Unassign/Delete and FailIntent, read and rewrite
+// CompleteCreate/Assign/Unassign/Delete/GiveUp and FailIntent, read and rewrite
 // the subnet's record in a revision-compared transaction; sixty workers
 // sending them at once mostly lose the compare and retry, and under a burst
 // the store gives up. Queued here they commit first time. Attach, modify
@@ -176,6 +176,11 @@ func (s *serialStore) CompleteDetach(ctx context.Context, id, eniID string) erro
 func (s *serialStore) CompleteDelete(ctx context.Context, id, eniID string) error {
 	defer s.lockIntent(id)()
 	return s.closed(id, s.Store.CompleteDelete(ctx, id, eniID))
+}
+
+func (s *serialStore) CompleteGiveUp(ctx context.Context, id, eniID string) error {
+	defer s.lockIntent(id)()
+	return s.closed(id, s.Store.CompleteGiveUp(ctx, id, eniID))
 }
 
 func (s *serialStore) FailIntent(ctx context.Context, id string, cause error) error {

@@ -136,14 +136,17 @@ type Unassign struct {
 	// says a pod holds: kept, since a contradiction is resolved towards
 	// keeping.
 	Held []string
-	// Detach says the ENI is then left with no address and no pod, and is
-	// not the primary: it can be detached.
-	Detach bool
+	// Whole says the release takes every address and prefix the ENI
+	// carries, no pod holds one (nor the ENI's own address), and the ENI is
+	// not the primary: it is given up whole, detached and deleted, and the
+	// delete frees its addresses without an Unassign.
+	Whole bool
 }
 
 // CarryOut decides what of an acknowledged release to take back from eni:
 // only acknowledged addresses and prefixes still on it, minus any the
-// agent's latest report says a pod holds. Nothing else is ever taken.
+// agent's latest report says a pod holds. Nothing else is ever taken: an
+// address on the ENI that the release does not cover keeps the ENI.
 func CarryOut(ackedAddrs, ackedPrefixes []string, eni HeldENI, assigned []string) Unassign {
 	held := stringSet(assigned)
 	onENI, onENIP := stringSet(eni.Addresses), stringSet(eni.Prefixes)
@@ -167,7 +170,7 @@ func CarryOut(ackedAddrs, ackedPrefixes []string, eni HeldENI, assigned []string
 	gone := stringSet(append(slices.Clone(u.Addresses), u.Prefixes...))
 	left := slices.ContainsFunc(eni.Addresses, func(a string) bool { return !gone[a] }) ||
 		slices.ContainsFunc(eni.Prefixes, func(p string) bool { return !gone[p] })
-	u.Detach = !eni.Primary && !left && !held[eni.PrimaryIP]
+	u.Whole = !eni.Primary && !left && len(u.Held) == 0 && !held[eni.PrimaryIP]
 	return u
 }
 

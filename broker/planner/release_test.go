@@ -121,7 +121,8 @@ func TestChooseRelease(t *testing.T) {
 }
 
 // TestCarryOut: only acknowledged addresses still on the ENI are taken,
-// never one a pod holds, and only an emptied secondary ENI is detached.
+// never one a pod holds, and only a secondary ENI whose every address the
+// release covers, none held, is given up whole.
 func TestCarryOut(t *testing.T) {
 	second := HeldENI{ID: "eni-2", DeviceIndex: 1, PrimaryIP: "10.0.1.5", Addresses: addrRange("10.0.1", 10, 4)}
 	pfx := HeldENI{ID: "eni-x", DeviceIndex: 1, PrimaryIP: "10.0.1.6", Prefixes: []string{"10.1.0.0/28", "10.1.0.16/28"}}
@@ -134,9 +135,14 @@ func TestCarryOut(t *testing.T) {
 		want        Unassign
 	}{
 		{
-			name:  "every address acknowledged: taken, and the ENI detached",
+			name:  "every address acknowledged: the ENI is given up whole",
 			addrs: second.Addresses, eni: second,
-			want: Unassign{Addresses: second.Addresses, Detach: true},
+			want: Unassign{Addresses: second.Addresses, Whole: true},
+		},
+		{
+			name:  "one address of the ENI not acknowledged: the rest taken, the ENI stays",
+			addrs: second.Addresses[1:], eni: second,
+			want: Unassign{Addresses: second.Addresses[1:]},
 		},
 		{
 			name:  "some acknowledged: taken, the ENI stays",
@@ -154,12 +160,12 @@ func TestCarryOut(t *testing.T) {
 			want: Unassign{Addresses: second.Addresses[:1]},
 		},
 		{
-			name:  "an ENI whose own address a pod holds is not detached",
+			name:  "an ENI whose own address a pod holds is not given up",
 			addrs: second.Addresses, eni: second, assigned: []string{second.PrimaryIP},
 			want: Unassign{Addresses: second.Addresses},
 		},
 		{
-			name:  "the primary ENI is never detached",
+			name:  "the primary ENI is never given up",
 			addrs: primary.Addresses, eni: primary,
 			want: Unassign{Addresses: primary.Addresses},
 		},
@@ -169,16 +175,16 @@ func TestCarryOut(t *testing.T) {
 			want: Unassign{Prefixes: pfx.Prefixes[:1], Held: pfx.Prefixes[1:]},
 		},
 		{
-			name: "whole free prefixes: taken, and the ENI detached",
+			name: "whole free prefixes: the ENI is given up whole",
 			pfxs: pfx.Prefixes, eni: pfx,
-			want: Unassign{Prefixes: pfx.Prefixes, Detach: true},
+			want: Unassign{Prefixes: pfx.Prefixes, Whole: true},
 		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got := CarryOut(tc.addrs, tc.pfxs, tc.eni, tc.assigned)
 			if !slices.Equal(got.Addresses, tc.want.Addresses) || !slices.Equal(got.Prefixes, tc.want.Prefixes) ||
-				!slices.Equal(got.Held, tc.want.Held) || got.Detach != tc.want.Detach {
+				!slices.Equal(got.Held, tc.want.Held) || got.Whole != tc.want.Whole {
 				t.Errorf("CarryOut = %+v, want %+v", got, tc.want)
 			}
 		})

@@ -42,7 +42,9 @@ var kindNeedsENI = map[string]struct{ eni, record bool }{
 // An ENI the intent names must belong to in.InstanceID (rpcerr.ErrNotOwner). An
 // unassign must name an acknowledged release of the same node and ENI
 // (ReleaseID), and may only take back addresses the agent acknowledged:
-// nothing is unassigned without a positive, recorded release.
+// nothing is unassigned without a positive, recorded release. A detach or
+// delete that names a release gives the ENI up whole, which frees every
+// address on it: the release must cover them all (checkGiveUp).
 //
 // Beginning an intent whose ID already exists returns the stored one if it
 // describes the same call (a retried request), rpcerr.ErrInvalid otherwise.
@@ -132,6 +134,14 @@ func checkIntent(in *Intent) error {
 	if err := checkAddrs(in.Kind+" intent", in.Addresses, in.Prefixes); err != nil {
 		return err
 	}
+	if in.ReleaseID != "" {
+		if in.Kind != IntentUnassign && in.Kind != IntentDetach && in.Kind != IntentDelete {
+			return fmt.Errorf("%s intent: only an unassign, detach or delete carries out a release: %w", in.Kind, rpcerr.ErrInvalid)
+		}
+		if err := checkID(in.Kind+" intent: release", in.ReleaseID); err != nil {
+			return err
+		}
+	}
 	if in.Kind == IntentUnassign {
 		if err := checkID("unassign intent: release", in.ReleaseID); err != nil {
 			return err
@@ -160,6 +170,9 @@ func (s *Store) checkIntentTargets(v *view, in *Intent) error {
 	}
 	if ok && e.InstanceID != in.InstanceID {
 		return fmt.Errorf("%s intent: eni %s belongs to %s, not %s: %w", in.Kind, in.ENIID, e.InstanceID, in.InstanceID, rpcerr.ErrNotOwner)
+	}
+	if (in.Kind == IntentDetach || in.Kind == IntentDelete) && in.ReleaseID != "" {
+		return checkGiveUp(v, in, e, ok)
 	}
 	if in.Kind != IntentUnassign {
 		return nil

@@ -34,9 +34,18 @@ type EtcdStore struct {
 
 var _ Store = (*EtcdStore)(nil)
 
+// The keys EtcdStore writes: keyDir under the broker store's prefix, the
+// others under keyDir. docs/etcd.md lists them (a test in broker/store
+// checks every key constant named key… here is there).
+const (
+	keyDir      = "auth/"
+	keySecret   = "secret"
+	keyBindings = "bindings/"
+)
+
 // NewEtcdStore uses cli under prefix (the broker store's, ending in "/").
 func NewEtcdStore(cli *clientv3.Client, prefix string) *EtcdStore {
-	return &EtcdStore{cli: cli, prefix: prefix + "auth/"}
+	return &EtcdStore{cli: cli, prefix: prefix + keyDir}
 }
 
 const secretSize = 32
@@ -44,7 +53,7 @@ const secretSize = 32
 // Secret implements Store. Replicas racing to create it agree on the one
 // whose transaction won.
 func (s *EtcdStore) Secret(ctx context.Context) ([]byte, error) {
-	key := s.prefix + "secret"
+	key := s.prefix + keySecret
 	fresh := make([]byte, secretSize)
 	if _, err := rand.Read(fresh); err != nil {
 		return nil, err
@@ -69,7 +78,7 @@ func (s *EtcdStore) Secret(ctx context.Context) ([]byte, error) {
 // Bind implements Store with a compare on the binding's revision, retried
 // when another replica wrote in between.
 func (s *EtcdStore) Bind(ctx context.Context, cand Binding) (Binding, error) {
-	key := s.prefix + "bindings/" + cand.InstanceID
+	key := s.prefix + keyBindings + cand.InstanceID
 	cand.V = 1
 	for range 5 {
 		resp, err := s.cli.Get(ctx, key)
@@ -108,7 +117,7 @@ func (s *EtcdStore) Bind(ctx context.Context, cand Binding) (Binding, error) {
 
 // Forget implements Store.
 func (s *EtcdStore) Forget(ctx context.Context, instanceID string) error {
-	if _, err := s.cli.Delete(ctx, s.prefix+"bindings/"+instanceID); err != nil {
+	if _, err := s.cli.Delete(ctx, s.prefix+keyBindings+instanceID); err != nil {
 		return fmt.Errorf("forget node key binding: %w", err)
 	}
 	return nil

@@ -85,6 +85,10 @@ type Agent struct {
 	netMu sync.RWMutex
 	// netSlots bounds the pod network work in flight (netslots.go).
 	netSlots netSlots
+	// teardowns are the answered DELs' teardowns still running, and
+	// heldTeardowns those that failed (teardown.go).
+	teardowns     sync.WaitGroup
+	heldTeardowns heldTeardowns
 	// wrapStore, when set before Start, wraps the pool's checkpoint
 	// writes (tests hold them with it).
 	wrapStore func(pool.Persister) pool.Persister
@@ -193,6 +197,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	<-ctx.Done()
 	a.log.Info("shutting down", "cause", context.Cause(ctx))
 	a.shutdown(g, intro, scrape)
+	a.teardowns.Wait()
 	return nil
 }
 

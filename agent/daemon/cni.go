@@ -134,10 +134,14 @@ func hostError(err error) error {
 	return err
 }
 
-// Del tears the pod's network down and then frees its address (which cools
-// down before reuse). The teardown comes first, so a freed address is never
-// still routed to the old pod; if it fails, the address stays held and the
-// DEL fails, for the runtime to retry. Del is idempotent, and since the key
+// Del frees the attachment's address and tears the pod's network down. It
+// answers once the release is durable; the teardown (the kernel's link
+// deletion waits out an RCU grace period) finishes in the background,
+// holding the attachment's lock, and until it has, the address is held
+// back: no ADD gets it and no broker release takes it, so it is never
+// handed out while its old veth still routes it. A teardown that keeps
+// failing keeps the address held back until CNI GC (or a restart) removes
+// the pieces no record accounts for. Del is idempotent, and since the key
 // is the attachment, a DEL for an old sandbox of a same-named pod never
 // touches the new one. A DEL replayed from the plugin's queue leaves alone
 // an allocation made after it was queued.
@@ -149,40 +153,52 @@ func (a *Agent) Del(ctx context.Context, req cniserver.Request) (err error) {
 	defer func() { a.tel.request(ctx, "del", start, err) }()
 	key := keyOf(req.Attachment)
 	unlock := a.keys.lock(key)
-	defer unlock()
 	a.netMu.RLock()
-	defer a.netMu.RUnlock()
-	return a.delLocked(key, req)
+	teardown, err := a.delLocked(key, req)
+	if teardown == nil {
+		a.netMu.RUnlock()
+		unlock()
+		return err
+	}
+	a.teardowns.Go(func() {
+		defer unlock()
+		defer a.netMu.RUnlock()
+		teardown()
+	})
+	return nil
 }
 
-// delLocked is Del under the key lock and netMu's read side.
-func (a *Agent) delLocked(key pool.Key, req cniserver.Request) error {
+// delLocked is Del under the key lock and netMu's read side. For a
+// recorded attachment it records the release and returns the teardown
+// still to run (under the same locks); otherwise the work is done.
+func (a *Agent) delLocked(key pool.Key, req cniserver.Request) (teardown func(), err error) {
 	al, ok := a.pool.Get(key)
 	if !ok {
 		// No record, but host pieces of an attachment are named after it
 		// alone, so removing whatever has its name can't touch another pod.
 		if err := a.teardownPod(hostnet.PodConfig{Attachment: req.Attachment, NetNS: req.NetNS, MTU: a.cfg.MTU}); err != nil {
-			return fmt.Errorf("del %s: tear down unrecorded pod network: %w", req.Attachment, err)
+			return nil, fmt.Errorf("del %s: tear down unrecorded pod network: %w", req.Attachment, err)
 		}
-		return nil
+		return nil, nil
 	}
 	if !req.QueuedAt.IsZero() && al.Created.After(req.QueuedAt) {
 		a.log.Info("queued DEL is older than the allocation; left alone", "attachment", req.Attachment.String(),
 			"queued_at", req.QueuedAt, "created", al.Created)
-		return nil
+		return nil, nil
 	}
 	netns := req.NetNS
 	if netns == "" {
 		netns = al.Netns
 	}
-	if err := a.teardownPod(a.podConfig(al, netns)); err != nil {
-		return fmt.Errorf("del %s: tear down pod network (address %s kept until this succeeds): %w",
-			req.Attachment, al.Addr, err)
+	pc := a.podConfig(al, netns)
+	_, found, unhold, err := a.pool.Release(key)
+	if err != nil {
+		return nil, fmt.Errorf("del %s: %w", req.Attachment, err)
 	}
-	if _, _, err := a.pool.Del(key); err != nil {
-		return fmt.Errorf("del %s: %w", req.Attachment, err)
+	if !found {
+		return nil, nil
 	}
-	return nil
+	return func() { a.finishTeardown(pc, unhold) }, nil
 }
 
 // Check verifies that the attachment is recorded, that prevResult (when

@@ -59,27 +59,104 @@ func TestDelOfOldSandboxSparesNewOne(t *testing.T) {
 	}
 }
 
-// A DEL whose teardown fails keeps the address: it may still be routed to
-// the pod.
-func TestDelTeardownFailureKeepsAddress(t *testing.T) {
+// A DEL is answered once its release is durable; the teardown runs after,
+// and until it is done the address is held back, so it is not handed to
+// the next pod while the old veth may still route it. A teardown that
+// fails is retried.
+func TestDelHoldsAddressBackUntilTeardownDone(t *testing.T) {
 	e := newEnv(t)
 	net := hostnettest.NewRecorder()
-	a := e.start(e.config(), net)
+	cfg := e.config()
+	cfg.Cooldown = -1
+	cfg.MaxAddWait = 100 * time.Millisecond
+	a := e.start(cfg, net)
 	e.deliver(a, 1)
 	req := podReq("c1", "web-0")
 	mustAdd(t, a, req)
-	net.FailNext(hostnettest.OpTeardownPod, errors.New("injected: netlink busy"))
-	if err := a.Del(ctxT(t), req); err == nil {
-		t.Fatal("DEL succeeded though teardown failed")
-	}
-	if _, ok := a.Pool().Get(keyOf(req.Attachment)); !ok {
-		t.Fatal("allocation freed though its teardown failed")
+	for range teardownAttempts - 1 {
+		net.FailNext(hostnettest.OpTeardownPod, errors.New("injected: netlink busy"))
 	}
 	if err := a.Del(ctxT(t), req); err != nil {
-		t.Fatalf("retried DEL: %v", err)
+		t.Fatalf("DEL: %v", err)
 	}
 	if _, ok := a.Pool().Get(keyOf(req.Attachment)); ok {
-		t.Fatal("allocation kept after a successful DEL")
+		t.Fatal("allocation kept after the DEL was answered")
+	}
+	disk, err := checkpoint.New(e.checkpointPath()).Load()
+	if err != nil || len(disk.Allocations) != 0 {
+		t.Fatalf("release not durable when the DEL was answered: %+v %v", disk.Allocations, err)
+	}
+	// The only address is held back while the teardown is retried.
+	if _, err := a.Add(ctxT(t), podReq("c2", "web-1")); !isPoolEmpty(err) {
+		t.Fatalf("ADD during the teardown: %v, want the pool empty", err)
+	}
+	a.WaitTeardowns()
+	if n := net.Count(hostnettest.OpTeardownPod); n != teardownAttempts {
+		t.Fatalf("%d teardown calls, want %d", n, teardownAttempts)
+	}
+	if _, ok := wired(net, req); ok {
+		t.Fatal("pod still wired after its teardown")
+	}
+	if a.Pool().HeldBack() != 0 {
+		t.Fatal("address still held back after the teardown")
+	}
+	mustAdd(t, a, podReq("c2", "web-1"))
+}
+
+// A teardown that keeps failing keeps the address held back until a GC has
+// removed the pieces no record accounts for.
+func TestFailedTeardownHeldUntilGC(t *testing.T) {
+	e := newEnv(t)
+	net := hostnettest.NewRecorder()
+	cfg := e.config()
+	cfg.Cooldown = -1
+	a := e.start(cfg, net)
+	e.deliver(a, 1)
+	req := podReq("c1", "web-0")
+	mustAdd(t, a, req)
+	for range teardownAttempts {
+		net.FailNext(hostnettest.OpTeardownPod, errors.New("injected: netlink busy"))
+	}
+	if err := a.Del(ctxT(t), req); err != nil {
+		t.Fatalf("DEL: %v", err)
+	}
+	a.WaitTeardowns()
+	if _, ok := wired(net, req); !ok || a.Pool().HeldBack() != 1 {
+		t.Fatalf("after every attempt failed: wired %v, held %d; want the pod left and its address held", ok, a.Pool().HeldBack())
+	}
+	if _, err := a.GC(ctxT(t), cniserver.GCRequest{Network: "allot"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := wired(net, req); ok || a.Pool().HeldBack() != 0 {
+		t.Fatalf("after GC: wired %v, held %d", ok, a.Pool().HeldBack())
+	}
+	mustAdd(t, a, podReq("c2", "web-1"))
+}
+
+// A re-ADD of the attachment right after its DEL waits for the teardown
+// and wires the pod afresh.
+func TestReAddAfterDelWaitsForTeardown(t *testing.T) {
+	e := newEnv(t)
+	net := hostnettest.NewRecorder()
+	cfg := e.config()
+	cfg.Cooldown = -1
+	a := e.start(cfg, net)
+	e.deliver(a, 2)
+	req := podReq("c1", "web-0")
+	mustAdd(t, a, req)
+	net.FailNext(hostnettest.OpTeardownPod, errors.New("injected: netlink busy"))
+	if err := a.Del(ctxT(t), req); err != nil {
+		t.Fatal(err)
+	}
+	res := mustAdd(t, a, req)
+	if addr, ok := wired(net, req); !ok || addr != res.Address.Addr() {
+		t.Fatalf("re-ADD after DEL: wired %v %v, want %v", addr, ok, res.Address)
+	}
+	if err := a.Check(ctxT(t), req); err != nil {
+		t.Fatalf("CHECK after re-ADD: %v", err)
+	}
+	if a.Pool().HeldBack() != 0 {
+		t.Fatal("an address still held back")
 	}
 }
 

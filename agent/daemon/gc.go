@@ -62,7 +62,11 @@ func (a *Agent) gcOne(att cniserver.Attachment, began time.Time) error {
 	if _, ok := a.pool.Get(key); !ok {
 		return nil
 	}
-	return a.delLocked(key, cniserver.Request{Attachment: att, QueuedAt: began})
+	teardown, err := a.delLocked(key, cniserver.Request{Attachment: att, QueuedAt: began})
+	if teardown != nil {
+		teardown()
+	}
+	return err
 }
 
 // removeStrays compares the host with every record and deletes what no
@@ -81,18 +85,25 @@ func (a *Agent) removeStrays() error {
 func (a *Agent) reconcileHost(why string) (hostnet.Report, int, error) {
 	a.netMu.Lock()
 	defer a.netMu.Unlock()
+	// Failed teardowns held back so far are strays by now (their records
+	// are gone): once the strays are removed, their addresses are clear.
+	held := a.heldTeardowns.take()
 	rep, err := a.net.Reconcile(a.desiredPods())
 	if err != nil {
+		a.heldTeardowns.putBack(held)
 		return rep, 0, fmt.Errorf("%s: compare host network with records: %w", why, err)
 	}
 	stray := hostnet.Report{StrayLinks: rep.StrayLinks, StrayRules: rep.StrayRules, StrayRoutes: rep.StrayRoutes}
 	n := len(stray.StrayLinks) + len(stray.StrayRules) + len(stray.StrayRoutes)
 	if n == 0 {
+		releaseHeldTeardowns(held)
 		return rep, 0, nil
 	}
 	if err := a.net.RemoveStray(stray); err != nil {
+		a.heldTeardowns.putBack(held)
 		return rep, 0, fmt.Errorf("%s: remove stray pod devices: %w", why, err)
 	}
+	releaseHeldTeardowns(held)
 	a.log.Info(why+" removed pod devices no record accounts for",
 		"links", len(stray.StrayLinks), "rules", len(stray.StrayRules), "routes", len(stray.StrayRoutes))
 	return rep, n, nil

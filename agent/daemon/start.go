@@ -160,8 +160,11 @@ func (a *Agent) snatConfig(primary identity.ENIMeta) hostnet.SNATConfig {
 }
 
 // restorePods gives every recorded pod its missing host pieces back and
-// reports what the host has that no record accounts for. It removes
-// nothing.
+// removes host pieces of ours that no record accounts for: a pod whose
+// release was recorded but whose teardown a crash interrupted (a DEL is
+// answered before its teardown is done). Removing them before the agent
+// serves means no address is handed out while an old veth still routes it.
+// Nothing of a recorded pod is removed and no address is freed.
 func (a *Agent) restorePods() {
 	rep, err := a.net.Reconcile(a.desiredPods())
 	if err != nil {
@@ -177,10 +180,17 @@ func (a *Agent) restorePods() {
 	for _, g := range rep.NetNSGone {
 		a.log.Warn("recorded pod's namespace is gone; record kept until its DEL", "attachment", g.String())
 	}
-	if n := len(rep.StrayLinks) + len(rep.StrayRules) + len(rep.StrayRoutes); n > 0 {
-		a.log.Warn("host has pod devices no record accounts for; CNI GC removes them",
-			"links", len(rep.StrayLinks), "rules", len(rep.StrayRules), "routes", len(rep.StrayRoutes))
+	stray := hostnet.Report{StrayLinks: rep.StrayLinks, StrayRules: rep.StrayRules, StrayRoutes: rep.StrayRoutes}
+	if len(stray.StrayLinks)+len(stray.StrayRules)+len(stray.StrayRoutes) == 0 {
+		return
 	}
+	if err := a.net.RemoveStray(stray); err != nil {
+		a.log.Error("host has pod devices no record accounts for and removing them failed; CNI GC retries",
+			"links", len(rep.StrayLinks), "rules", len(rep.StrayRules), "routes", len(rep.StrayRoutes), "err", err)
+		return
+	}
+	a.log.Info("removed pod devices no record accounts for (released pods whose teardown was interrupted)",
+		"links", len(rep.StrayLinks), "rules", len(rep.StrayRules), "routes", len(rep.StrayRoutes))
 }
 
 // desiredPods is every recorded attachment as the host network needs it.

@@ -44,6 +44,7 @@ func TestAddDelStormKeepsRecordsAndHostInAgreement(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	a.WaitTeardowns()
 
 	als := a.Pool().Allocations()
 	pods := net.Pods()

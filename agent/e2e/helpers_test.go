@@ -139,6 +139,7 @@ func distinct(t *testing.T, addrs map[*harness.Pod]netip.Addr) {
 // (veths, their aliases and routes) and returns the checkpoint's records.
 func agreement(t *testing.T, ctx context.Context, env *harness.Env) harness.Records {
 	t.Helper()
+	waitTornDown(t, env)
 	st, err := env.Agent.Checkpoint()
 	if err != nil {
 		t.Fatalf("checkpoint: %v", err)
@@ -204,4 +205,40 @@ func newPods(t *testing.T, prefix string, n int) []*harness.Pod {
 		out[i] = harness.NewPod(t, "e2e", prefix+"-"+strconv.Itoa(i))
 	}
 	return out
+}
+
+// waitTornDown waits (up to 15 s) until the node has no veth or rule that
+// the checkpoint's records don't account for: the agent answers a DEL once
+// the release is recorded and removes the pod's host pieces just after.
+// On time-out it returns, and the caller's checks report what is left.
+func waitTornDown(t *testing.T, env *harness.Env) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		st, err := env.Agent.Checkpoint()
+		if err != nil {
+			return
+		}
+		h, err := harness.InspectHost(env.Node.NS)
+		if err != nil {
+			return
+		}
+		ckpt := harness.CheckpointRecords(st)
+		done := true
+		for k := range harness.HostRecords(h) {
+			if _, ok := ckpt[k]; !ok {
+				done = false
+			}
+		}
+		for a := range h.ToPod {
+			done = done && contains(ckpt, a)
+		}
+		for a := range h.FromPod {
+			done = done && contains(ckpt, a)
+		}
+		if done || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

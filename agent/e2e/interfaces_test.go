@@ -68,6 +68,7 @@ func TestSecondInterface(t *testing.T) {
 	if err := env.Runtime.Del(ctx, eth1); err != nil {
 		t.Fatalf("DEL eth1: %v", err)
 	}
+	waitTornDown(t, env)
 	if got := podRoutes(t, eth0); !slices.Equal(got, before) {
 		t.Errorf("after DEL of eth1 eth0's routes are %v, were %v", got, before)
 	}

@@ -127,6 +127,7 @@ func TestPodLifecycle(t *testing.T) {
 // route or rule, and no interface in the pod namespaces.
 func assertAllGone(t *testing.T, env *harness.Env, addrs map[*harness.Pod]netip.Addr) {
 	t.Helper()
+	waitTornDown(t, env)
 	host, err := harness.InspectHost(env.Node.NS)
 	if err != nil {
 		t.Fatal(err)

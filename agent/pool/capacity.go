@@ -151,7 +151,8 @@ func (p *Pool) Retain(eniID string, keepAddrs []netip.Addr, keepPrefixes []netip
 }
 
 // RemoveENI drops an ENI and its addresses from the pool, after the broker
-// detached it. It refuses (ErrInUse) while any of its addresses is assigned.
+// detached it. It refuses (ErrInUse) while any of its addresses is assigned
+// or held back.
 func (p *Pool) RemoveENI(id string) error {
 	unlock := p.lockExclusive()
 	defer unlock()
@@ -166,6 +167,9 @@ func (p *Pool) RemoveENI(id string) error {
 		}
 		if a.state == checkpoint.Assigned {
 			return fmt.Errorf("remove eni %s: %w: %s is held by %s", id, ErrInUse, a.addr, a.holder)
+		}
+		if p.heldBack[a.addr] {
+			return fmt.Errorf("remove eni %s: %w: %s is still routed to a pod being torn down", id, ErrInUse, a.addr)
 		}
 		gone = append(gone, a)
 	}

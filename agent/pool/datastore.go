@@ -147,7 +147,8 @@ func (p *Pool) notify() {
 // for secondary IPs, the ENI) with the most addresses already assigned, so
 // whole prefixes and ENIs stay free to be released; then the lowest device
 // index; then the lowest address. An address a DEL in flight freed is not
-// free yet: the DEL's write may fail and give it back to its holder.
+// free yet: the DEL's write may fail and give it back to its holder; nor is
+// one held back while its old pod's network is torn down.
 func (p *Pool) pickLocked() *addrRec {
 	used := map[string]int{}
 	group := func(a *addrRec) string {
@@ -172,7 +173,7 @@ func (p *Pool) pickLocked() *addrRec {
 		return a.addr.Less(b.addr)
 	}
 	for _, a := range p.addrs {
-		if a.state != checkpoint.Free || p.claimedAddrs[a.addr] {
+		if a.state != checkpoint.Free || p.claimedAddrs[a.addr] || p.heldBack[a.addr] {
 			continue
 		}
 		if best == nil || better(a, best) {
@@ -199,14 +200,21 @@ func (p *Pool) nextCoolLocked() (time.Time, bool) {
 // false). Because keys carry the container ID, a DEL for an old sandbox
 // never touches a newer attachment of the same pod. Callers tear the pod's
 // network down before calling Del, so a freed address is never still routed
-// to the old pod.
+// to the old pod; Release is for callers that tear it down after.
 func (p *Pool) Del(key Key) (al Allocation, found bool, err error) {
+	al, found, _, err = p.del(key, false)
+	return al, found, err
+}
+
+// del is Del; with hold set the freed address is also held back
+// (holdback.go) until the returned unhold runs.
+func (p *Pool) del(key Key, hold bool) (al Allocation, found bool, unhold func(), err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.waitTurnLocked(claim{key: key})
 	cur, ok := p.allocs[key]
 	if !ok {
-		return Allocation{}, false, nil
+		return Allocation{}, false, nil, nil
 	}
 	a := p.addrs[cur.Addr]
 	now := p.cfg.Clock.Now()
@@ -218,19 +226,26 @@ func (p *Pool) Del(key Key) (al Allocation, found bool, err error) {
 	} else {
 		a.state, a.coolUntil = checkpoint.Cooling, now.Add(p.cfg.Cooldown)
 	}
+	if hold {
+		p.heldBack[a.addr] = true
+	}
 	coolUntil := a.coolUntil
 	err = p.commitLocked(func() {
 		p.allocs[key] = cur
 		a.state, a.coolUntil, a.holder = checkpoint.Assigned, time.Time{}, key
+		delete(p.heldBack, a.addr)
 	}, claim{key: key, addr: a.addr})
 	if err != nil {
-		return Allocation{}, false, fmt.Errorf("del %s: %w", key, err)
+		return Allocation{}, false, nil, fmt.Errorf("del %s: %w", key, err)
 	}
 	if freed {
 		p.wakeLocked()
 	}
-	p.log.Debug("address freed", "attachment", key.String(), "addr", a.addr, "cool_until", coolUntil)
-	return *cur, true, nil
+	p.log.Debug("address freed", "attachment", key.String(), "addr", a.addr, "cool_until", coolUntil, "held", hold)
+	if hold {
+		unhold = p.unholdFunc(a.addr)
+	}
+	return *cur, true, unhold, nil
 }
 
 // Get returns the allocation of key.

@@ -95,9 +95,12 @@ type Pool struct {
 	// written, what changes in flight claim, and exclusive changes waiting
 	// or running. settled is closed (and replaced) when a write completes
 	// or an exclusive change ends.
-	open, writing    *batch
-	claimedKeys      map[Key]bool
-	claimedAddrs     map[netip.Addr]bool
+	open, writing *batch
+	claimedKeys   map[Key]bool
+	claimedAddrs  map[netip.Addr]bool
+	// heldBack are freed addresses whose old pod's host pieces are still
+	// being removed (holdback.go).
+	heldBack         map[netip.Addr]bool
 	usageSeqClaimed  bool
 	exclusive        int
 	exclusiveRunning bool
@@ -142,6 +145,7 @@ func New(cfg Config, st checkpoint.State) (*Pool, error) {
 
 		claimedKeys:  map[Key]bool{},
 		claimedAddrs: map[netip.Addr]bool{},
+		heldBack:     map[netip.Addr]bool{},
 		settled:      make(chan struct{}),
 	}
 	if err := p.restore(st); err != nil {
@@ -262,7 +266,7 @@ func (p *Pool) viewLocked() []ENIView {
 	}
 	for _, a := range sortedAddrs(p.addrs) {
 		v := byENI[a.eni]
-		v.Addrs = append(v.Addrs, AddrView{Addr: a.addr, Prefix: a.prefix, State: a.state})
+		v.Addrs = append(v.Addrs, AddrView{Addr: a.addr, Prefix: a.prefix, State: p.viewStateLocked(a)})
 	}
 	views := make([]ENIView, len(out))
 	for i, v := range out {
@@ -290,7 +294,7 @@ func (p *Pool) demandLocked(t Targets, l Limits) Demand {
 	s := StatsOf(p.viewLocked())
 	free := 0
 	for _, a := range p.addrs {
-		if a.state == checkpoint.Free {
+		if a.state == checkpoint.Free && !p.heldBack[a.addr] {
 			free++
 		}
 	}

@@ -33,7 +33,7 @@ func (p *Pool) ProposeRelease(id string, addrs []netip.Addr, prefixes []netip.Pr
 	defer unlock()
 	p.expireLocked(p.cfg.Clock.Now())
 	agreeable := func(a *addrRec) bool {
-		return a.state == checkpoint.Free || (a.state == checkpoint.Releasing && a.releaseID == id)
+		return (a.state == checkpoint.Free && !p.heldBack[a.addr]) || (a.state == checkpoint.Releasing && a.releaseID == id)
 	}
 	var ack Ack
 	var marked []*addrRec

@@ -53,7 +53,11 @@ func (r Release) Empty() bool { return len(r.Addresses)+len(r.Prefixes) == 0 }
 // addresses of the report that are not candidates come off the stated
 // excess (the agent counted them, but a stale report can list what a
 // finished release took, and an address reported both ways is kept). Beyond
-// that the excess must exceed Margin. It proposes from one ENI at a time,
+// that the excess must exceed Margin, except for a secondary ENI without
+// pods whose every address is free and within the excess: it goes whole
+// (a node that scaled down slowly, giving back part of an ENI while pods
+// still held the rest, would otherwise keep that remainder on an ENI of
+// its own). It proposes from one ENI at a time,
 // preferring a secondary ENI, then the one with the fewest pods so it can
 // be emptied and detached, then the one with the most to give, then the
 // newest. In prefix mode only whole prefixes whose 16 addresses are all
@@ -71,10 +75,15 @@ func ChooseRelease(in ReleaseInput) Release {
 		}
 	}
 	excess := in.Excess - (len(in.Free) - len(free))
-	if excess <= in.Margin {
+	if excess <= 0 {
 		return Release{}
 	}
 	cands := releaseCandidates(in.Mode, in.ENIs, assigned, free)
+	if excess <= in.Margin {
+		// Within the margin only an idle secondary ENI the excess covers
+		// whole goes, so a node's pools end on the fewest ENIs.
+		cands = slices.DeleteFunc(cands, func(c candidate) bool { return !c.idle || c.slots(in.Mode) > excess })
+	}
 	if len(cands) == 0 {
 		return Release{}
 	}
@@ -101,6 +110,17 @@ type candidate struct {
 	eni  HeldENI
 	pods int
 	give []string
+	// idle says it is a secondary ENI without pods whose every address
+	// (or prefix) is in give: it can be given up whole.
+	idle bool
+}
+
+// slots is how many addresses give holds.
+func (c candidate) slots(mode Mode) int {
+	if mode == Prefix {
+		return len(c.give) * allotv1.PrefixSize
+	}
+	return len(c.give)
 }
 
 func releaseCandidates(mode Mode, enis []HeldENI, assigned, free map[string]bool) []candidate {
@@ -122,6 +142,7 @@ func releaseCandidates(mode Mode, enis []HeldENI, assigned, free map[string]bool
 			}
 		}
 		if len(c.give) > 0 {
+			c.idle = !x.Primary && c.pods == 0 && len(c.give) == len(x.Addresses)+len(x.Prefixes)
 			cands = append(cands, c)
 		}
 	}

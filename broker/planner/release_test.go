@@ -94,6 +94,29 @@ func TestChooseRelease(t *testing.T) {
 			want: Release{ENIID: "eni-2", Addresses: second.Addresses},
 		},
 		{
+			name: "within the margin, an idle secondary ENI the excess covers goes whole",
+			in:   sec([]HeldENI{primary, third}, primary.Addresses[:1], concat(primary.Addresses[1:], third.Addresses), 4, 4),
+			want: Release{ENIID: "eni-3", Addresses: third.Addresses},
+		},
+		{
+			name: "within the margin, an ENI a pod holds an address of stays",
+			in:   sec([]HeldENI{primary, third}, third.Addresses[:1], concat(primary.Addresses, third.Addresses[1:]), 3, 4),
+		},
+		{
+			name: "within the margin, an idle ENI larger than the excess stays",
+			in:   sec([]HeldENI{primary, third}, nil, concat(primary.Addresses, third.Addresses), 3, 4),
+		},
+		{
+			name: "within the margin, addresses of the primary ENI stay",
+			in:   sec([]HeldENI{primary}, nil, primary.Addresses, 3, 4),
+		},
+		{
+			name: "prefix mode: within the margin, an idle ENI of one free prefix goes whole",
+			in: ReleaseInput{Mode: Prefix, ENIs: []HeldENI{{ID: "eni-y", DeviceIndex: 2, Prefixes: []string{"10.2.0.0/28"}}},
+				Free: addrRange("10.2.0", 0, 16), Excess: 16, Margin: 20},
+			want: Release{ENIID: "eni-y", Prefixes: []string{"10.2.0.0/28"}},
+		},
+		{
 			name: "prefix mode gives back whole free prefixes only",
 			// prefix 0 holds a pod; 1 and 2 are all free; 31 excess: one prefix
 			in: ReleaseInput{Mode: Prefix, ENIs: []HeldENI{pfx}, Assigned: []string{"10.1.0.3"},

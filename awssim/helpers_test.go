@@ -19,8 +19,9 @@ import (
 func testScenario() scenario.Scenario {
 	return scenario.Scenario{
 		VPCs: []scenario.VPC{{
-			ID:    "vpc-0123456789abcdef0",
-			CIDRs: []string{"10.0.0.0/16"},
+			ID:             "vpc-0123456789abcdef0",
+			CIDRs:          []string{"10.0.0.0/16"},
+			SecurityGroups: []string{"sg-0123456789abcdef0"},
 			Subnets: []scenario.Subnet{
 				{ID: "subnet-0aaaaaaaaaaaaaaaa", Name: "a", CIDR: "10.0.0.0/24", AZ: "us-east-1a"},
 				{ID: "subnet-0bbbbbbbbbbbbbbbb", Name: "b", CIDR: "10.0.1.0/24", AZ: "us-east-1b"},

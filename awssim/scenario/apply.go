@@ -11,7 +11,8 @@ import (
 func Apply(w *world.World, s Scenario) error {
 	byName := map[string]string{}
 	for _, v := range s.VPCs {
-		vv, err := w.AddVPC(world.VPCSpec{ID: v.ID, CIDRs: v.CIDRs, DefaultSecurityGroup: v.DefaultSecurityGroup, Tags: v.Tags})
+		vv, err := w.AddVPC(world.VPCSpec{ID: v.ID, CIDRs: v.CIDRs, DefaultSecurityGroup: v.DefaultSecurityGroup,
+			SecurityGroups: v.SecurityGroups, Tags: v.Tags})
 		if err != nil {
 			return fmt.Errorf("vpc %v: %w", v.CIDRs, err)
 		}

@@ -43,11 +43,16 @@ type Timing struct {
 // VPC is one VPC with its subnets.
 type VPC struct {
 	// ID is generated when empty; otherwise vpc- and 8 or 17 hex digits.
-	ID                   string            `json:"id,omitempty"`
-	CIDRs                []string          `json:"cidrs"`
-	DefaultSecurityGroup string            `json:"defaultSecurityGroup,omitempty"`
-	Tags                 map[string]string `json:"tags,omitempty"`
-	Subnets              []Subnet          `json:"subnets"`
+	ID                   string   `json:"id,omitempty"`
+	CIDRs                []string `json:"cidrs"`
+	DefaultSecurityGroup string   `json:"defaultSecurityGroup,omitempty"`
+	// SecurityGroups are the VPC's other groups (sg- and 8 or 17 hex
+	// digits). CreateNetworkInterface refuses a group that is none of
+	// these, the default group or one an instance was launched with, with
+	// InvalidGroup.NotFound, as EC2 refuses one that does not exist.
+	SecurityGroups []string          `json:"securityGroups,omitempty"`
+	Tags           map[string]string `json:"tags,omitempty"`
+	Subnets        []Subnet          `json:"subnets"`
 }
 
 // Subnet is one subnet. Instances refer to it by ID or by Name.

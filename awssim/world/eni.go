@@ -189,6 +189,11 @@ func (w *World) createENILocked(in CreateNetworkInterfaceInput, now time.Time) (
 			return nil, errorf("InvalidSecurityGroupID.Malformed", "Invalid id: %q (expecting \"sg-...\")", shorten(g))
 		}
 	}
+	for _, g := range groups {
+		if _, ok := w.groups[g]; !ok {
+			return nil, errorf(CodeInvalidGroupNotFound, "The security group '%s' does not exist", g)
+		}
+	}
 	e := &eni{
 		owner: w.accountID, subnet: sn, description: in.Description, groups: groups, tags: maps.Clone(in.Tags),
 		status: StatusAvailable, createdAt: now, srcDstCheck: true, interfaceType: in.InterfaceType,

@@ -51,6 +51,14 @@ func (w *World) AddInstance(s InstanceSpec) (Instance, error) {
 		if s.ID != "" && (!ValidID(PrefixInstance, s.ID) || w.ids[s.ID]) {
 			return errorf(CodeInvalidParameterValue, "instance ID %q is malformed or taken (want i- and 8 or 17 hex digits)", s.ID)
 		}
+		// The world creates no security group on its own: an instance's
+		// groups exist from its launch, in its VPC, for its ENIs and later
+		// ones to use.
+		if sn, ok := w.subnets[s.SubnetID]; ok {
+			if err := w.addGroupsLocked(sn.vpcID, s.SecurityGroupIDs); err != nil {
+				return err
+			}
+		}
 		in := CreateNetworkInterfaceInput{
 			SubnetID: s.SubnetID, PrimaryIP: s.PrivateIP, SecurityGroupIDs: s.SecurityGroupIDs,
 			Description: "Primary network interface",

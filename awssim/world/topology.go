@@ -28,7 +28,10 @@ type VPC struct {
 	CIDRs []string
 	// DefaultSecurityGroup is given to ENIs created without security groups.
 	DefaultSecurityGroup string
-	Tags                 map[string]string
+	// SecurityGroups are every group of the VPC, the default one included,
+	// sorted.
+	SecurityGroups []string
+	Tags           map[string]string
 }
 
 // Subnet is a read-only view of a subnet.
@@ -46,11 +49,14 @@ type Subnet struct {
 }
 
 // VPCSpec describes a VPC to add; ID and DefaultSecurityGroup are generated
-// when empty.
+// when empty. SecurityGroups are the VPC's other groups: the world models
+// no CreateSecurityGroup, so the groups ENIs may be created with are these,
+// the default one and those instances were launched with.
 type VPCSpec struct {
 	ID                   string
 	CIDRs                []string
 	DefaultSecurityGroup string
+	SecurityGroups       []string
 	Tags                 map[string]string
 }
 
@@ -87,13 +93,16 @@ func (w *World) AddVPC(s VPCSpec) (VPC, error) {
 		} else if !ValidID(PrefixVPC, v.id) || w.ids[v.id] {
 			return errorf(CodeInvalidParameterValue, "vpc ID %q is malformed or taken (want vpc- and 8 or 17 hex digits)", v.id)
 		}
-		w.ids[v.id] = true
 		if v.defaultGroup == "" {
 			v.defaultGroup = w.newIDLocked(PrefixSG)
 		}
+		if err := w.addGroupsLocked(v.id, append([]string{v.defaultGroup}, s.SecurityGroups...)); err != nil {
+			return err
+		}
+		w.ids[v.id] = true
 		v.seq = w.nextSeqLocked()
 		w.vpcs[v.id] = v
-		out = v.view()
+		out = w.vpcViewLocked(v)
 		return nil
 	})
 	return out, err
@@ -148,12 +157,37 @@ func (w *World) AddSubnet(s SubnetSpec) (Subnet, error) {
 	return out, err
 }
 
-func (v *vpc) view() VPC {
+func (w *World) vpcViewLocked(v *vpc) VPC {
 	out := VPC{ID: v.id, DefaultSecurityGroup: v.defaultGroup, Tags: maps.Clone(v.tags)}
 	for _, c := range v.cidrs {
 		out.CIDRs = append(out.CIDRs, c.String())
 	}
+	for g, in := range w.groups {
+		if in == v.id {
+			out.SecurityGroups = append(out.SecurityGroups, g)
+		}
+	}
+	slices.Sort(out.SecurityGroups)
 	return out
+}
+
+// addGroupsLocked makes groups exist in the VPC vpcID. A group already in
+// it is left as it is; one of another VPC is refused, as a group belongs
+// to one VPC.
+func (w *World) addGroupsLocked(vpcID string, groups []string) error {
+	for _, g := range groups {
+		if !ValidID(PrefixSG, g) {
+			return errorf("InvalidSecurityGroupID.Malformed", "Invalid id: %q (expecting \"sg-...\")", shorten(g))
+		}
+		if in, ok := w.groups[g]; ok && in != vpcID {
+			return errorf(CodeInvalidParameterValue, "security group %s is in %s, not %s", g, in, vpcID)
+		}
+	}
+	for _, g := range groups {
+		w.groups[g] = vpcID
+		w.ids[g] = true
+	}
+	return nil
 }
 
 func (s *subnet) view() Subnet {
@@ -170,7 +204,7 @@ func (w *World) VPCs() []VPC {
 	vs := slices.SortedFunc(maps.Values(w.vpcs), func(a, b *vpc) int { return cmpSeq(a.seq, b.seq) })
 	out := make([]VPC, len(vs))
 	for i, v := range vs {
-		out[i] = v.view()
+		out[i] = w.vpcViewLocked(v)
 	}
 	return out
 }

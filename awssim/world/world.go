@@ -51,6 +51,7 @@ type World struct {
 	ids               map[string]bool // every ID and MAC handed out, never reused
 	types             map[string]InstanceType
 	vpcs              map[string]*vpc
+	groups            map[string]string // security group ID -> its VPC
 	subnets           map[string]*subnet
 	instances         map[string]*instance
 	enis              map[string]*eni
@@ -92,6 +93,7 @@ func New(cfg Config) *World {
 		ids:         map[string]bool{},
 		types:       DefaultInstanceTypes(),
 		vpcs:        map[string]*vpc{},
+		groups:      map[string]string{},
 		subnets:     map[string]*subnet{},
 		instances:   map[string]*instance{},
 		enis:        map[string]*eni{},

@@ -34,7 +34,7 @@ const (
 func podNetScenario() scenario.Scenario {
 	return scenario.Scenario{
 		VPCs: []scenario.VPC{
-			{ID: pnVPC, CIDRs: []string{"10.0.0.0/16", "100.64.0.0/16"}, Subnets: []scenario.Subnet{
+			{ID: pnVPC, CIDRs: []string{"10.0.0.0/16", "100.64.0.0/16"}, SecurityGroups: []string{"sg-0123456789abcdef0"}, Subnets: []scenario.Subnet{
 				{ID: pnNodeNet, Name: "nodes", CIDR: "10.0.0.0/24", AZ: "us-east-1a"},
 				{ID: pnA1, Name: "pods-a1", CIDR: "100.64.0.0/20", AZ: "us-east-1a"},
 				{ID: pnA2, Name: "pods-a2", CIDR: "100.64.16.0/20", AZ: "us-east-1a"},

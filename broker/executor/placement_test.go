@@ -25,8 +25,9 @@ const (
 func podSubnetsWorld(instanceType string, count int) *scenario.Scenario {
 	return &scenario.Scenario{
 		VPCs: []scenario.VPC{{
-			ID:    "vpc-0123456789abcdef0",
-			CIDRs: []string{"10.0.0.0/16"},
+			ID:             "vpc-0123456789abcdef0",
+			CIDRs:          []string{"10.0.0.0/16"},
+			SecurityGroups: []string{podSG},
 			Subnets: []scenario.Subnet{
 				{ID: nodeSubnet, Name: "nodes", CIDR: "10.0.0.0/24", AZ: "us-east-1a"},
 				{ID: podSubnet1, CIDR: "10.0.4.0/22", AZ: "us-east-1a"},

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/netip"
 	"os/exec"
 	"slices"
@@ -43,9 +44,10 @@ var (
 // customNetworkingVPC is the VPC of a custom-networking cluster.
 func customNetworkingVPC() scenario.VPC {
 	return scenario.VPC{
-		CIDRs:   []string{vpcCIDR.String(), podCIDR.String()},
-		Tags:    map[string]string{"Name": "allot-custom-networking"},
-		Subnets: slices.Concat(subnets, podSubnets),
+		CIDRs:          []string{vpcCIDR.String(), podCIDR.String()},
+		SecurityGroups: slices.Sorted(maps.Values(podSecurityGroups)),
+		Tags:           map[string]string{"Name": "allot-custom-networking"},
+		Subnets:        slices.Concat(subnets, podSubnets),
 	}
 }
 

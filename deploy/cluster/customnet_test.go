@@ -30,6 +30,9 @@ func TestCustomNetworkingLayoutIsTheShippedScenario(t *testing.T) {
 	if !slices.Equal(got.CIDRs, want.CIDRs) {
 		t.Errorf("CIDRs %v, the file has %v", got.CIDRs, want.CIDRs)
 	}
+	if !slices.Equal(got.SecurityGroups, want.SecurityGroups) {
+		t.Errorf("security groups %v, the file has %v", got.SecurityGroups, want.SecurityGroups)
+	}
 	if !reflect.DeepEqual(got.Subnets, want.Subnets) {
 		t.Errorf("subnets\n %+v\nthe file has\n %+v", got.Subnets, want.Subnets)
 	}

@@ -263,3 +263,44 @@ func TestGCRemovesUnlistedAttachmentsAndStrays(t *testing.T) {
 		}
 	}
 }
+
+// A restart after a release whose teardown did not happen (a crash between
+// the two) removes nothing, but holds back the address the leftover veth
+// still routes until a GC removes the veth.
+func TestRestartHoldsBackAddressOfLeftoverVeth(t *testing.T) {
+	e := newEnv(t)
+	net := hostnettest.NewRecorder()
+	cfg := e.config()
+	cfg.Cooldown = -1
+	cfg.MaxAddWait = 100 * time.Millisecond
+	first := e.start(cfg, net)
+	e.deliver(first, 1)
+	req := podReq("c1", "web-0")
+	mustAdd(t, first, req)
+	for range teardownAttempts {
+		net.FailNext(hostnettest.OpTeardownPod, errors.New("injected: the agent dies before its teardown"))
+	}
+	if err := first.Del(ctxT(t), req); err != nil {
+		t.Fatal(err)
+	}
+	first.WaitTeardowns()
+	first.stop()
+
+	second := e.start(cfg, net)
+	if n := net.Count(hostnettest.OpTeardownPod) + net.Count(hostnettest.OpRemoveStray); n != teardownAttempts {
+		t.Fatalf("restart removed something: %d teardown/remove calls, want the %d failed ones", n, teardownAttempts)
+	}
+	if _, ok := wired(net, req); !ok || second.Pool().HeldBack() != 1 {
+		t.Fatalf("after restart: leftover veth %v, held %d; want it kept and its address held", ok, second.Pool().HeldBack())
+	}
+	if _, err := second.Add(ctxT(t), podReq("c2", "web-1")); !isPoolEmpty(err) {
+		t.Fatalf("ADD while the leftover veth routes the only address: %v, want the pool empty", err)
+	}
+	if _, err := second.GC(ctxT(t), cniserver.GCRequest{Network: "allot"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := wired(net, req); ok || second.Pool().HeldBack() != 0 {
+		t.Fatalf("after GC: leftover veth %v, held %d", ok, second.Pool().HeldBack())
+	}
+	mustAdd(t, second, podReq("c2", "web-1"))
+}

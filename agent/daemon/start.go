@@ -160,11 +160,12 @@ func (a *Agent) snatConfig(primary identity.ENIMeta) hostnet.SNATConfig {
 }
 
 // restorePods gives every recorded pod its missing host pieces back and
-// removes host pieces of ours that no record accounts for: a pod whose
-// release was recorded but whose teardown a crash interrupted (a DEL is
-// answered before its teardown is done). Removing them before the agent
-// serves means no address is handed out while an old veth still routes it.
-// Nothing of a recorded pod is removed and no address is freed.
+// reports what the host has that no record accounts for. It removes
+// nothing: pieces no record accounts for may be a released pod whose
+// teardown a crash interrupted (a DEL is answered before its teardown is
+// done), but they may as well be a live pod whose record this checkpoint
+// lacks, so only the runtime's GC removes them. Meanwhile the addresses
+// they route are held back (holdStrayAddresses).
 func (a *Agent) restorePods() {
 	rep, err := a.net.Reconcile(a.desiredPods())
 	if err != nil {
@@ -180,17 +181,38 @@ func (a *Agent) restorePods() {
 	for _, g := range rep.NetNSGone {
 		a.log.Warn("recorded pod's namespace is gone; record kept until its DEL", "attachment", g.String())
 	}
-	stray := hostnet.Report{StrayLinks: rep.StrayLinks, StrayRules: rep.StrayRules, StrayRoutes: rep.StrayRoutes}
-	if len(stray.StrayLinks)+len(stray.StrayRules)+len(stray.StrayRoutes) == 0 {
+	if n := len(rep.StrayLinks) + len(rep.StrayRules) + len(rep.StrayRoutes); n > 0 {
+		a.log.Warn("host has pod devices no record accounts for; CNI GC removes them",
+			"links", len(rep.StrayLinks), "rules", len(rep.StrayRules), "routes", len(rep.StrayRoutes))
+	}
+	a.holdStrayAddresses()
+}
+
+// holdStrayAddresses holds back every pool address that a host veth no
+// record accounts for still routes, so no ADD is given it while that veth
+// exists; the next GC that removes such veths lets them go.
+func (a *Agent) holdStrayAddresses() {
+	host, err := a.net.ListPods()
+	if err != nil {
+		a.log.Warn("listing host veths failed; addresses they route are not held back", "err", err)
 		return
 	}
-	if err := a.net.RemoveStray(stray); err != nil {
-		a.log.Error("host has pod devices no record accounts for and removing them failed; CNI GC retries",
-			"links", len(rep.StrayLinks), "rules", len(rep.StrayRules), "routes", len(rep.StrayRoutes), "err", err)
-		return
+	recorded := map[string]bool{}
+	for _, c := range a.desiredPods() {
+		recorded[hostnet.HostVethName(c.Attachment)] = true
 	}
-	a.log.Info("removed pod devices no record accounts for (released pods whose teardown was interrupted)",
-		"links", len(rep.StrayLinks), "rules", len(rep.StrayRules), "routes", len(rep.StrayRoutes))
+	for _, p := range host {
+		if recorded[p.HostVeth] {
+			continue
+		}
+		for _, addr := range p.Addresses {
+			if unhold, ok := a.pool.HoldBack(addr); ok {
+				a.heldTeardowns.add(p.HostVeth+" "+addr.String(), unhold)
+				a.log.Warn("address routed to a veth no record accounts for; held back until CNI GC removes the veth",
+					"addr", addr, "host_veth", p.HostVeth)
+			}
+		}
+	}
 }
 
 // desiredPods is every recorded attachment as the host network needs it.

@@ -24,24 +24,25 @@ const (
 	teardownAttempts   = 6
 )
 
-// heldTeardowns are the failed teardowns whose addresses stay held back
-// until a GC removes their pieces.
+// heldTeardowns are the holds that last until a GC has removed the pieces
+// no record accounts for: of failed teardowns (by host veth name) and of
+// addresses a stray veth routed at start.
 type heldTeardowns struct {
 	mu    sync.Mutex
-	holds map[hostnet.Attachment]func()
+	holds map[string]func()
 }
 
-func (h *heldTeardowns) add(att hostnet.Attachment, unhold func()) {
+func (h *heldTeardowns) add(key string, unhold func()) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.holds == nil {
-		h.holds = map[hostnet.Attachment]func(){}
+		h.holds = map[string]func(){}
 	}
-	h.holds[att] = unhold
+	h.holds[key] = unhold
 }
 
 // take returns the held teardowns and forgets them.
-func (h *heldTeardowns) take() map[hostnet.Attachment]func() {
+func (h *heldTeardowns) take() map[string]func() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	out := h.holds
@@ -63,7 +64,7 @@ func (a *Agent) finishTeardown(pc hostnet.PodConfig, unhold func()) {
 		if attempt == teardownAttempts {
 			a.log.Error("released pod's network could not be torn down; its address is held back until CNI GC removes the pieces",
 				"attachment", pc.Attachment.String(), "addr", pc.Address, "attempts", attempt, "err", err)
-			a.heldTeardowns.add(pc.Attachment, unhold)
+			a.heldTeardowns.add(hostnet.HostVethName(pc.Attachment), unhold)
 			return
 		}
 		a.log.Warn("tearing down a released pod's network failed; retrying", "attachment", pc.Attachment.String(),
@@ -75,7 +76,7 @@ func (a *Agent) finishTeardown(pc hostnet.PodConfig, unhold func()) {
 
 // releaseHeldTeardowns ends the holds of failed teardowns taken before a
 // reconcile that has since removed every piece no record accounts for.
-func releaseHeldTeardowns(held map[hostnet.Attachment]func()) {
+func releaseHeldTeardowns(held map[string]func()) {
 	for _, unhold := range held {
 		unhold()
 	}
@@ -85,8 +86,8 @@ func releaseHeldTeardowns(held map[hostnet.Attachment]func()) {
 func (a *Agent) WaitTeardowns() { a.teardowns.Wait() }
 
 // putBack returns holds taken for a reconcile that failed.
-func (h *heldTeardowns) putBack(held map[hostnet.Attachment]func()) {
-	for att, unhold := range held {
-		h.add(att, unhold)
+func (h *heldTeardowns) putBack(held map[string]func()) {
+	for key, unhold := range held {
+		h.add(key, unhold)
 	}
 }

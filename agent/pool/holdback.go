@@ -17,8 +17,8 @@ import (
 // finds it free — but holds it back in memory: it is handed to no ADD and
 // agreed to no broker release, and the pool's view shows it cooling, until
 // the caller's unhold says the teardown is done. A crash in between loses
-// the hold with the process; the restarted agent removes host pieces no
-// record accounts for before it serves.
+// the hold with the process; the restarted agent holds back (HoldBack) the
+// addresses that veths no record accounts for still route.
 
 // Release is Del for a caller that tears the pod's network down after the
 // release is durable: the freed address is held back until unhold is
@@ -30,6 +30,21 @@ func (p *Pool) Release(key Key) (al Allocation, found bool, unhold func(), err e
 		return al, found, nil, fmt.Errorf("release: %w", err)
 	}
 	return al, found, unhold, nil
+}
+
+// HoldBack holds back addr, a pool address no attachment holds, until
+// unhold is called: the host still routes it to a veth no record accounts
+// for. ok is false (and nothing is held) if addr is not the pool's, is
+// assigned, or is held back already.
+func (p *Pool) HoldBack(addr netip.Addr) (unhold func(), ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	a, known := p.addrs[addr]
+	if !known || a.state == checkpoint.Assigned || p.heldBack[addr] {
+		return nil, false
+	}
+	p.heldBack[addr] = true
+	return p.unholdFunc(addr), true
 }
 
 // unholdFunc returns the func that ends addr's hold.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -41,14 +42,28 @@ type envelope struct {
 // serialised.
 type File struct {
 	path string
+	log  *slog.Logger
 	mu   sync.Mutex
 	// cleaned records that stale temp files were removed once.
 	cleaned bool
+	// The journal (journal.go): the file open for appending, its
+	// committed length and how many records it holds. app is nil until
+	// the first Save, which rewrites the file whole.
+	app     *os.File
+	size    int64
+	records int
 }
 
 // New returns the checkpoint at path. Nothing is read or written until Load
 // or Save.
-func New(path string) *File { return &File{path: path} }
+func New(path string) *File { return &File{path: path, log: slog.New(slog.DiscardHandler)} }
+
+// WithLogger makes Load log what it drops (a torn last record) to l, and
+// returns f.
+func (f *File) WithLogger(l *slog.Logger) *File {
+	f.log = l.With("component", "checkpoint")
+	return f
+}
 
 // Path returns the checkpoint file's path.
 func (f *File) Path() string { return f.path }
@@ -69,9 +84,13 @@ func (f *File) Load() (State, error) {
 	if err != nil {
 		return State{}, fmt.Errorf("load checkpoint %s: %w", f.path, err)
 	}
-	s, err := decode(b)
+	s, torn, err := decodeJournal(b)
 	if err != nil {
 		return State{}, fmt.Errorf("load checkpoint %s: %w", f.path, err)
+	}
+	if torn != nil {
+		f.log.Warn("checkpoint ends in a torn record, dropped: it was never committed (its write did not finish); "+
+			"every committed record is kept", "path", f.path, "record", torn.record, "bytes", torn.bytes, "err", torn.err)
 	}
 	return s, nil
 }
@@ -143,9 +162,12 @@ func checksum(b []byte) string {
 	return hex.EncodeToString(h[:])
 }
 
-// Save replaces the checkpoint with s atomically: a crash at any point
-// leaves either the old file or the new one, whole. It refuses an
-// inconsistent state rather than persist it.
+// Save makes s the checkpoint durably: it appends s to the file as one
+// record and syncs it once (journal.go). The first Save of a File, and
+// every Save once the file holds enough records, rewrites the file whole
+// instead, atomically (write a temp file, fsync, rename, fsync the
+// directory). A crash at any point leaves every committed state readable.
+// It refuses an inconsistent state rather than persist it.
 func (f *File) Save(s State) error {
 	if err := s.Validate(); err != nil {
 		return fmt.Errorf("save checkpoint: %w", err)
@@ -158,6 +180,7 @@ func (f *File) Save(s State) error {
 	if err != nil {
 		return fmt.Errorf("save checkpoint: %w", err)
 	}
+	out = append(out, '\n')
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.cleaned {
@@ -169,7 +192,12 @@ func (f *File) Save(s State) error {
 		f.removeStaleTemps()
 		f.cleaned = true
 	}
-	if err := writeAtomic(f.path, out); err != nil {
+	if f.app == nil || f.records >= compactRecords || f.size+int64(len(out)) > compactBytes {
+		err = f.rewriteLocked(out)
+	} else {
+		err = f.appendLocked(out)
+	}
+	if err != nil {
 		return fmt.Errorf("save checkpoint %s: %w", f.path, err)
 	}
 	return nil
@@ -236,6 +264,7 @@ func syncDir(dir string) error {
 func (f *File) SetAside() (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.closeLocked()
 	to := fmt.Sprintf("%s.corrupt-%s", f.path, time.Now().UTC().Format("20060102T150405.000000000Z"))
 	if err := os.Rename(f.path, to); err != nil {
 		return "", fmt.Errorf("set checkpoint aside: %w", err)

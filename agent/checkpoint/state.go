@@ -1,7 +1,11 @@
-// Package checkpoint keeps the agent's allocation state in one versioned JSON
-// file, replaced atomically (write temp, fsync, rename, fsync directory) on
-// every change and read back on start. A file that can't be trusted is an
-// error, never an empty state: a restart must not free what is in use.
+// Package checkpoint keeps the agent's allocation state in one file of
+// versioned, checksummed JSON records: every change appends the whole state
+// as one record and syncs it once, and the file is now and then rewritten
+// whole, atomically (write temp, fsync, rename, fsync directory), as one
+// record (journal.go). It is read back on start: the last whole record is
+// the state; a torn last record (a crash mid-append) is dropped with a
+// warning. A file that can't otherwise be trusted is an error, never an
+// empty state: a restart must not free what is in use.
 package checkpoint
 
 import (

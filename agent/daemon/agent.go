@@ -119,7 +119,7 @@ func New(cfg Config, deps Deps) (*Agent, error) {
 	}
 	a := &Agent{
 		cfg: cfg, deps: deps, log: deps.Logger.With("component", "agent"), clock: deps.Clock,
-		ckpt: checkpoint.New(cfg.CheckpointPath), net: deps.Network, netSlots: newNetSlots(),
+		ckpt: checkpoint.New(cfg.CheckpointPath).WithLogger(deps.Logger), net: deps.Network, netSlots: newNetSlots(),
 	}
 	a.keys.init()
 	var meter metric.Meter = noop.NewMeterProvider().Meter(meterName)

@@ -63,7 +63,10 @@ func TestRestartFreesNothingAndRestoresPods(t *testing.T) {
 }
 
 // A corrupt or truncated checkpoint stops the start with a clear error; the
-// file is left untouched and the host network is not touched at all.
+// file is left untouched and the host network is not touched at all. The
+// damage is in the file's first record, which is written whole or not at
+// all; a damaged last record is a torn append, dropped (the checkpoint
+// package's tests).
 func TestCorruptCheckpointRefusesStart(t *testing.T) {
 	e := newEnv(t)
 	first := e.start(e.config(), hostnettest.NewRecorder())
@@ -74,14 +77,16 @@ func TestCorruptCheckpointRefusesStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	rec0 := good[:bytes.IndexByte(good, '\n')+1]
+	flipped := bytes.Replace(rec0, []byte(`"usageSeq":`), []byte(`"usageSeq":9`), 1)
 	for _, tc := range []struct {
 		name string
 		body []byte
 		want error
 	}{
-		{"truncated", good[:len(good)/2], checkpoint.ErrCorrupt},
+		{"truncated", good[:len(rec0)/2], checkpoint.ErrCorrupt},
 		{"garbage", []byte("\x00\x01not a checkpoint"), checkpoint.ErrCorrupt},
-		{"flipped byte", bytes.Replace(good, []byte(`"assigned"`), []byte(`"free"    `), 1), checkpoint.ErrCorrupt},
+		{"flipped byte", append(flipped, good[len(rec0):]...), checkpoint.ErrCorrupt},
 		{"future version", []byte(`{"version": 99, "state": {}}`), checkpoint.ErrUnsupportedVersion},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

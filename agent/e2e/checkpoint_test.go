@@ -12,12 +12,14 @@ import (
 	"github.com/allotnet/allot/agent/e2e/harness"
 )
 
-// TestCorruptCheckpoint: allot-agent started on a checkpoint that is
-// truncated, empty, not JSON, fails its checksum or has an unknown version
-// refuses to start with an error naming the checkpoint, and leaves the file
-// as it found it; nothing is freed meanwhile (EC2, the broker and the pods'
-// networks are untouched) and STATUS tells the runtime the plugin can't
-// serve. With the good file back it starts and every pod is as before.
+// TestCorruptCheckpoint: allot-agent started on a checkpoint whose first
+// record is truncated, that is empty, not JSON, fails its checksum or has
+// an unknown version refuses to start with an error naming the checkpoint,
+// and leaves the file as it found it; nothing is freed meanwhile (EC2, the
+// broker and the pods' networks are untouched) and STATUS tells the runtime
+// the plugin can't serve. With the good file back — ending in a torn
+// record, as a crash while appending leaves it — it starts, says it dropped
+// the torn record, and every pod is as before.
 func TestCorruptCheckpoint(t *testing.T) {
 	env := harness.NewEnv(t, bins, harness.EnvConfig{Agent: harness.AgentConfig{WarmIPs: 5, Cooldown: 200 * time.Millisecond}})
 	ctx := ctxFor(t, 2*time.Minute)
@@ -41,7 +43,9 @@ func TestCorruptCheckpoint(t *testing.T) {
 		content []byte
 		reason  string // the agent's error must say this
 	}{
-		{"truncated", good[:len(good)/2], "corrupt"},
+		// The first record is written whole or not at all, so one cut
+		// short is corruption, not a torn append.
+		{"truncated", good[:bytes.IndexByte(good, '\n')/2], "corrupt"},
 		{"empty", nil, "empty"},
 		{"not JSON", []byte("this is not a checkpoint\n"), "corrupt"},
 		// Still valid JSON, one pod's address changed: only the checksum
@@ -84,11 +88,18 @@ func TestCorruptCheckpoint(t *testing.T) {
 	assertNothingReleased(t, "broker", brokerBefore, env.Broker.Records(t))
 	verifyWired(t, env, addrs) // pods kept their network while the agent was down
 
-	if err := os.WriteFile(path, good, 0o600); err != nil {
+	lines := bytes.SplitAfter(good, []byte("\n"))
+	last := lines[len(lines)-2] // the last record, before the final empty split
+	torn := append(bytes.Clone(good), last[:len(last)/2]...)
+	if err := os.WriteFile(path, torn, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	before := len(env.Agent.Log())
 	env.Agent.Start()
 	env.Agent.WaitReady(t, 30*time.Second)
+	if !strings.Contains(env.Agent.Log()[before:], "torn record, dropped") {
+		t.Errorf("the agent did not say it dropped the torn record:\n%s", env.Agent.Log()[before:])
+	}
 	want := harness.Records{}
 	for p, a := range addrs {
 		want[harness.Key(harness.Network, p)] = a

@@ -52,6 +52,13 @@ type Config struct {
 	// have a token for it within this long; the rest of the demand waits to
 	// be planned as it stands then. Default 2s.
 	Lookahead time.Duration
+	// NewENILag is how much longer a new ENI takes than an Assign to bring
+	// its addresses to a node once its calls are out: its Attach taking
+	// effect, the instance seeing it in IMDS (about a second late on AWS
+	// and in awssim), the agent setting it up. The time-optimal planner
+	// ends the new ENIs this much before the Assigns. Default 2s;
+	// negative means none.
+	NewENILag time.Duration
 	// PlanPolicy is what the planner makes least when a node's demand can
 	// be met either way, calls or time (planner.Policy). Default
 	// planner.TimeOptimal.
@@ -130,6 +137,12 @@ func (c *Config) defaults() {
 	if c.PlanPolicy == 0 {
 		c.PlanPolicy = planner.TimeOptimal
 	}
+	switch {
+	case c.NewENILag == 0:
+		c.NewENILag = DefaultNewENILag
+	case c.NewENILag < 0:
+		c.NewENILag = 0
+	}
 	if c.FailureBackoff <= 0 {
 		c.FailureBackoff = DefaultFailureBackoff
 	}
@@ -146,7 +159,7 @@ func (c *Config) defaults() {
 		c.StatusHold = DefaultStatusHold
 	}
 	for _, d := range []*time.Duration{
-		&c.Interval, &c.Gather, &c.WarmGather, &c.GatherMax, &c.Lookahead,
+		&c.Interval, &c.Gather, &c.WarmGather, &c.GatherMax, &c.Lookahead, &c.NewENILag,
 		&c.FailureBackoff, &c.ReleaseAfter, &c.ReleaseTimeout,
 	} {
 		*d = c.Clock.Wall(*d)
@@ -158,6 +171,7 @@ func (c *Config) defaults() {
 const (
 	DefaultInterval       = 2 * time.Second
 	DefaultGather         = time.Second
+	DefaultNewENILag      = 2 * time.Second
 	DefaultGatherMax      = 5 * time.Second
 	DefaultWarmGather     = 5 * time.Second
 	DefaultLookahead      = 2 * time.Second

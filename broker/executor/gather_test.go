@@ -7,17 +7,20 @@ import (
 
 	"github.com/allotnet/allot/broker/executor"
 	"github.com/allotnet/allot/broker/planner"
+	"github.com/allotnet/allot/broker/ratelimit"
 	"github.com/allotnet/allot/broker/store"
 )
 
 // TestGather: a prefix-mode node states its demand three times in quick
-// succession, as an agent does while a burst of pods arrives. The engine
+// succession, as an agent does while a burst of pods arrives, while the
+// buckets are the constraint (emptied, refilling at EC2's rate). The engine
 // waits for the demand to settle and covers the final one with a single
 // AssignPrivateIpAddresses of two prefixes, not one call per statement.
 func TestGather(t *testing.T) {
-	e := newEnv(t, envOpts{nodes: 1, instanceType: "c5.xlarge"})
+	e := newEnv(t, envOpts{nodes: 1, instanceType: "c5.xlarge", scale: 1})
 	inst := e.insts[0]
 	e.register(t, inst, 0, 0, func(n *store.Node) { n.Mode = "prefix" })
+	spend(t, e.ec2.Limiter(), planner.CallAssign, planner.CallCreate)
 
 	var mu sync.Mutex
 	var plans []planner.Plan
@@ -48,6 +51,30 @@ func TestGather(t *testing.T) {
 	}
 	if got := e.sim.Counters()["AssignPrivateIpAddresses"].Calls; got != 1 {
 		t.Errorf("AssignPrivateIpAddresses calls = %d, want 1", got)
+	}
+}
+
+// TestNoGatherWithTokensToSpare: with the buckets full, a demand with pods
+// waiting is planned at once though Gather is an hour: a second call for
+// what the node's later pods add costs tokens no one needs now, and it
+// does (at most one more call).
+func TestNoGatherWithTokensToSpare(t *testing.T) {
+	e := newEnv(t, envOpts{nodes: 1, instanceType: "c5.xlarge"})
+	inst := e.insts[0]
+	e.register(t, inst, 0, 0, func(n *store.Node) { n.Mode = "prefix" })
+	r := e.start(t, executor.Config{Gather: time.Hour, GatherMax: time.Hour})
+	defer r.stop(t)
+	ctx := ctxT(t)
+	e.demand(t, inst.ID, 1, 0)
+	waitFor(t, "the first pod's address despite an hour's Gather", 30*time.Second, func() (bool, error) {
+		return e.satisfied(ctx, map[string]int{inst.ID: 1})
+	})
+	e.demand(t, inst.ID, 30, 0)
+	waitFor(t, "30 addresses despite an hour's Gather", 30*time.Second, func() (bool, error) {
+		return e.satisfied(ctx, map[string]int{inst.ID: 30})
+	})
+	if got := e.sim.Counters()["AssignPrivateIpAddresses"].Calls; got > 2 {
+		t.Errorf("AssignPrivateIpAddresses calls = %d, want at most 2", got)
 	}
 }
 
@@ -135,5 +162,21 @@ func TestWarmGather(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	if ok, _ := e.satisfied(ctx, map[string]int{warmOnly.ID: 1}); ok {
 		t.Fatal("a warm-only demand was planned before WarmGather passed")
+	}
+}
+
+// spend takes every token of the actions' buckets, as another tool in the
+// account would, each call answered as accepted.
+func spend(t *testing.T, lim *ratelimit.Limiter, actions ...string) {
+	t.Helper()
+	for _, action := range actions {
+		c := ratelimit.ClassOf(action, true)
+		for lim.Tokens(c) >= 1 {
+			turn, err := lim.Acquire(ctxT(t), c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			turn.Done(ratelimit.Accepted)
+		}
 	}
 }

@@ -105,9 +105,45 @@ func (e *Engine) buckets(rs *runState) planner.Buckets {
 		return planner.Bucket{Tokens: lim.Tokens(c), Refill: lim.Bucket(c).Refill, Queued: queued}
 	}
 	return planner.Buckets{
-		Assign: bucket(planner.CallAssign),
-		Create: bucket(planner.CallCreate),
-		Attach: bucket(planner.CallAttach),
-		Modify: bucket(planner.CallModify),
+		Assign:    bucket(planner.CallAssign),
+		Create:    bucket(planner.CallCreate),
+		Attach:    bucket(planner.CallAttach),
+		Modify:    bucket(planner.CallModify),
+		NewENILag: e.cfg.NewENILag.Seconds(), // wall time, as the limiter's refill
 	}
+}
+
+// tokensSpare reports whether the tokens in hand, less those committed to
+// admitted actions not yet asked, would pay two calls for every idle node
+// with pods waiting: one for its demand as it stands and one for what its
+// pods still to come may add. Then gathering a demand buys nothing, and it
+// costs the pods the gather: the call the gather would save comes from
+// tokens no one else needs now. When the buckets are the constraint (a
+// burst larger than the tokens in hand) it reports false and demands
+// gather as before. An Assign or a new ENI (its Create and its Attach)
+// each serves a node, so both count. Against an EC2 client that shows no
+// limiter it reports false.
+func (e *Engine) tokensSpare(rs *runState, snap *snapshot, free func(string) bool) bool {
+	src, ok := e.ec2.(limited)
+	if !ok || src.Limiter() == nil {
+		return false
+	}
+	waiting := 0
+	for _, n := range snap.nodes {
+		if snap.demands[n.InstanceID].Pending > 0 && free(n.InstanceID) {
+			waiting++
+		}
+	}
+	if waiting == 0 {
+		return false
+	}
+	lim := src.Limiter()
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	inHand := func(action string) float64 {
+		c := ratelimit.ClassOf(action, true)
+		return math.Floor(lim.Tokens(c)) - float64(rs.notAsked(c))
+	}
+	spare := max(inHand(planner.CallAssign), 0) + max(min(inHand(planner.CallCreate), inHand(planner.CallAttach)), 0)
+	return spare >= float64(2*waiting)
 }

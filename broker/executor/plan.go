@@ -61,6 +61,7 @@ func (e *Engine) plan(rs *runState, snap *snapshot, queued map[string]int64, fre
 // is idle, and whose demand has settled; wake is when the next one still
 // gathering settles (0: none).
 func (e *Engine) plannable(rs *runState, snap *snapshot, free func(string) bool, now time.Time) (nodes []planner.Node, wake time.Duration) {
+	spare := e.tokensSpare(rs, snap, free)
 	for _, n := range snap.nodes {
 		id := n.InstanceID
 		d := snap.demands[id]
@@ -72,7 +73,7 @@ func (e *Engine) plannable(rs *runState, snap *snapshot, free func(string) bool,
 		if !free(id) {
 			continue
 		}
-		if wait := e.gathering(rs, id, d, now); wait > 0 {
+		if wait := e.gathering(rs, id, d, now, spare); wait > 0 {
 			wake = minPositive(wake, wait)
 			continue
 		}
@@ -132,11 +133,19 @@ func (e *Engine) queueActions(rs *runState, snap *snapshot, actions []planner.Ac
 // the rest. A demand is planned once it has been still for Gather
 // (WarmGather when no pod waits), or once the node has wanted addresses for
 // GatherMax (or WarmGather, if longer).
-func (e *Engine) gathering(rs *runState, node string, d store.Demand, now time.Time) time.Duration {
+//
+// A second call costs only time the buckets would lose, so when they have
+// tokens to spare for it (spare, tokensSpare) a demand with pods waiting
+// is planned at once: gathering would keep the pods waiting and buy
+// nothing.
+func (e *Engine) gathering(rs *runState, node string, d store.Demand, now time.Time, spare bool) time.Duration {
 	first, ok := rs.wanting[node]
 	if !ok {
 		first = now
 		rs.wanting[node] = now
+	}
+	if spare && d.Pending > 0 {
+		return 0
 	}
 	gather, most := e.cfg.Gather, e.cfg.GatherMax
 	if d.Pending == 0 {

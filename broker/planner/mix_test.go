@@ -90,6 +90,9 @@ func TestTimeOptimalBurst500(t *testing.T) {
 		{"prefix, half share", Prefix, full(0.5), 263, 237},
 		// 400 Assigns already queued: (400+x)/5 = (y-50)/5 at x = 25.
 		{"prefix, assigns queued", Prefix, func() Buckets { b := full(1); b.Assign.Tokens, b.Assign.Queued = 0, 400; return b }(), 25, 475},
+		// New ENIs reach their nodes 2 s after their calls: x-100 =
+		// y-50+2*5, x = 280, both reach the nodes at 36 s.
+		{"prefix, new ENIs 2 s late", Prefix, func() Buckets { b := full(1); b.NewENILag = 2; return b }(), 280, 220},
 		// New ENIs' buckets busier than Assign's: nothing moves.
 		{"prefix, attaches queued", Prefix, func() Buckets { b := full(1); b.Attach.Queued = 500; return b }(), 500, 0},
 		{"secondary", SecondaryIP, full(1), 500, 1500},

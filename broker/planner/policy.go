@@ -92,6 +92,12 @@ func (b Bucket) done(n int) float64 {
 // DetachNetworkInterface).
 type Buckets struct {
 	Assign, Create, Attach, Modify Bucket
+	// NewENILag is how much later than an Assign's addresses a new ENI's
+	// reach the node once its calls are out, in the buckets' time unit:
+	// the Attach taking effect and the instance seeing the ENI before the
+	// node can set it up. TimeOptimal ends the new ENIs that much before
+	// the Assigns, so both reach the nodes together.
+	NewENILag float64
 }
 
 // known reports whether every bucket refills, which TimeOptimal needs.
@@ -103,11 +109,15 @@ func (b Buckets) known() bool {
 func (b Buckets) assignsDone(a int) float64 { return b.Assign.done(a) }
 
 // createsDone is when c more new ENIs could be created, attached and
-// modified: each of the three buckets must pass c calls, and the k-th
-// call of one can go no earlier than the k-th of the one before, so the
-// slowest decides.
+// modified and reach their nodes: each of the three buckets must pass c
+// calls, and the k-th call of one can go no earlier than the k-th of the
+// one before, so the slowest decides; NewENILag comes after it.
 func (b Buckets) createsDone(c int) float64 {
-	return max(b.Create.done(c), b.Attach.done(c), b.Modify.done(c))
+	t := max(b.Create.done(c), b.Attach.done(c), b.Modify.done(c))
+	if c > 0 || b.Create.Queued+b.Attach.Queued > 0 {
+		t += b.NewENILag
+	}
+	return t
 }
 
 // Options are how Make plans.

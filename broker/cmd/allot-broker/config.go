@@ -48,6 +48,9 @@ type config struct {
 	// gather and gatherMax are the engine's wait for a node's demand to
 	// settle (executor.Config.Gather, GatherMax).
 	gather, gatherMax time.Duration
+	// newENILag is how much later than an Assign's a new ENI's addresses
+	// reach a node (executor.Config.NewENILag).
+	newENILag time.Duration
 	// planPolicy is what the planner makes least, EC2 calls or time
 	// (executor.Config.PlanPolicy).
 	planPolicy planner.Policy
@@ -121,6 +124,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Float64Var(&c.timeScale, hiddenTimeScale, 1, "simulated seconds per real second, matching awssim's --time-scale")
 	fs.DurationVar(&c.gather, "gather", executor.DefaultGather, "how long a node's demand must stay unchanged before it is planned, so pods arriving together cost one EC2 call")
 	fs.DurationVar(&c.gatherMax, "gather-max", executor.DefaultGatherMax, "longest wait for a node's demand to settle before it is planned anyway")
+	fs.DurationVar(&c.newENILag, "new-eni-lag", executor.DefaultNewENILag, "how much later than an AssignPrivateIpAddresses' addresses a new ENI's reach a node (attach, IMDS, setup); the time-optimal planner ends new ENIs that much earlier (0: none)")
 	policy := fs.String("plan-policy", planner.TimeOptimal.String(), "what plans make least when a node's demand can be met either way: "+
 		"time-optimal (fill existing ENIs and create new ones filled, so every EC2 bucket works at once: the burst ends sooner, for more calls) "+
 		"or fewest-calls (fill existing ENIs first); naive (each node alone, first fit, new ENIs created empty) is for benchmark comparison only")
@@ -188,6 +192,8 @@ func (c config) checkValues() error {
 		return fmt.Errorf("--bucket-share %g: want a fraction in (0, 1]", c.bucketShare)
 	case c.timeScale <= 0:
 		return fmt.Errorf("--time-scale %g: want a positive number", c.timeScale)
+	case c.newENILag < 0:
+		return fmt.Errorf("--new-eni-lag %v: want 0 or more", c.newENILag)
 	case c.gather <= 0 || c.gatherMax < c.gather:
 		return fmt.Errorf("--gather %v, --gather-max %v: want 0 < gather <= gather-max", c.gather, c.gatherMax)
 	case c.electionTTL < time.Second:

@@ -19,6 +19,7 @@ import (
 	"os/signal"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	// Mozilla's roots, used only when the system has none: the broker's
 	// image holds no CA bundle, and EC2 and STS are reached over TLS.
@@ -107,7 +108,7 @@ func brokerConfig(ctx context.Context, cfg config, log *slog.Logger) (brokerd.Co
 		EC2: brokerd.EC2Config{
 			Region: cfg.ec2Region, Endpoint: cfg.ec2Endpoint, BucketShare: cfg.bucketShare,
 		},
-		Engine:          executor.Config{Gather: cfg.gather, GatherMax: cfg.gatherMax, PlanPolicy: cfg.planPolicy},
+		Engine:          executor.Config{Gather: cfg.gather, GatherMax: cfg.gatherMax, NewENILag: newENILag(cfg.newENILag), PlanPolicy: cfg.planPolicy},
 		PodSubnets:      cfg.podSubnets,
 		ElectionTTL:     cfg.electionTTL,
 		NodeTTL:         cfg.nodeTTL,
@@ -156,4 +157,13 @@ func authConfig(cfg config) (*brokerd.AuthConfig, error) {
 		ac.IdentityCertificates = certs
 	}
 	return ac, nil
+}
+
+// newENILag maps the flag's 0 (none) to the engine's negative (none); the
+// engine reads 0 as its default.
+func newENILag(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

@@ -178,6 +178,7 @@ func startAgent(ctx, runCtx context.Context, cfg Config, mode daemon.Mode, inst 
 		UsageInterval:     cfg.wall(brokerlink.DefaultUsageInterval),
 		HeartbeatInterval: cfg.wall(brokerlink.DefaultHeartbeatInterval),
 		ConfirmInterval:   cfg.wall(daemon.DefaultConfirmInterval),
+		IMDSCheckAfter:    cfg.wall(daemon.DefaultIMDSCheckAfter),
 		DemandInterval:    cfg.wall(brokerlink.DefaultDemandInterval),
 	}, daemon.Deps{IMDS: im, Network: rec, Broker: allotv1.NewNodeServiceClient(conn), Logger: cfg.Logger.With("node", inst.ID)})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	httppprof "net/http/pprof"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -290,6 +291,10 @@ func ServeBrokerChild(ctx context.Context, cfg BrokerConfig, out *os.File) error
 	}
 	defer b.Close()
 	mux := http.NewServeMux()
+	// The profiler answers on the same loopback listener, so a heap or CPU
+	// profile can be taken during the burst (go tool pprof URL/debug/pprof/heap).
+	mux.HandleFunc("/debug/pprof/", httppprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", httppprof.Profile)
 	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(b.Stats())

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"os/exec"
+	"strings"
 	"time"
 )
 
@@ -131,6 +132,9 @@ func startBrokerHandle(ctx context.Context, cfg Config, bc BrokerConfig) (*broke
 	}
 	hc := &http.Client{Timeout: 60 * time.Second}
 	url := c.hello.Stats
+	if cfg.Progress != nil {
+		fmt.Fprintf(cfg.Progress, "broker pid %d, stats %s, profiles %s\n", c.hello.PID, url, strings.TrimSuffix(url, "stats")+"debug/pprof/")
+	}
 	return &brokerHandle{
 		addr: c.hello.GRPC, pid: c.hello.PID, stop: c.stop,
 		stats: func(ctx context.Context) (BrokerStats, error) {

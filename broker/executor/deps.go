@@ -25,7 +25,7 @@ type Reads interface {
 	ListENIs(ctx context.Context) ([]store.ENI, error)
 	// Follow keeps the engine's view of the records current (a full
 	// read, then an etcd watch's changes).
-	Follow(ctx context.Context) *store.Follower
+	Follow(ctx context.Context, opts ...store.FollowOption) *store.Follower
 }
 
 // Intents is the write-ahead record of EC2 calls: an intent (reserving

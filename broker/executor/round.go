@@ -30,7 +30,9 @@ func (e *Engine) round(ctx context.Context, rs *runState) error {
 	// here or in the snapshot's reservations, maybe both, never neither.
 	queued := rs.queuedCost()
 	now := e.cfg.Clock.Now()
-	if now.Sub(rs.intentsRead) >= e.cfg.Interval {
+	// The view follows the intents; the mirror read in full serves only
+	// a round that cannot plan from the view.
+	if !e.viewLive() && now.Sub(rs.intentsRead) >= e.cfg.Interval {
 		e.refreshIntents(ctx, rs, rs.intentsRead.IsZero())
 		rs.intentsRead = now
 	}
@@ -67,11 +69,13 @@ func (e *Engine) round(ctx context.Context, rs *runState) error {
 
 // refreshIntents reads every open intent from etcd into the store's
 // mirror, which holds the engine's own as it writes them: the read brings
-// in other writers' (the reconciler's, a previous leader's). It reads
-// every intent etcd still keeps, finished ones included, thousands during
-// a burst, so after the first round it runs in the background, one read at
-// a time, and the round plans from the mirror as it stands: the read's
-// finds reach the next round, never a round's own latency.
+// in other writers' (the reconciler's, a previous leader's). Only a round
+// that reads the state in full (the view is not following etcd) plans from
+// the mirror. The read takes every intent etcd still keeps, finished ones
+// included, thousands during a burst, so after the first round it runs in
+// the background, one read at a time, and the round plans from the mirror
+// as it stands: the read's finds reach the next round, never a round's own
+// latency.
 func (e *Engine) refreshIntents(ctx context.Context, rs *runState, wait bool) {
 	if !e.refreshing.CompareAndSwap(false, true) {
 		return

@@ -20,11 +20,11 @@ import (
 // other processes (the reconciler, an operator's budget change) can still
 // conflict now and then, which the store's retry absorbs.
 //
-// It also mirrors the open intents, so that a planning round need not read
-// every intent in etcd (done ones included) to find the few open ones: the
-// engine's own begin and close as it writes them, and a full read
-// (ListOpenIntents) now and then brings in other writers' and a previous
-// leader's.
+// It also mirrors the open intents, for a round that reads the state in
+// full because the engine's view is not following etcd (a round planned
+// from the view takes them from the view): the engine's own begin and
+// close as it writes them, and a full read (ListOpenIntents) now and then
+// brings in other writers' and a previous leader's.
 type serialStore struct {
 	Store
 
@@ -79,6 +79,12 @@ func (s *serialStore) closed(id string, err error) error {
 		s.mu.Unlock()
 	}
 	return err
+}
+
+// Follow follows the engine's records, the intents among them: a round
+// planned from the view takes the open intents from it.
+func (s *serialStore) Follow(ctx context.Context, opts ...store.FollowOption) *store.Follower {
+	return s.Store.Follow(ctx, append(opts, store.FollowIntents())...)
 }
 
 // OpenIntents returns the mirrored open intents, oldest first.

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/allotnet/allot/broker/store"
@@ -26,6 +27,10 @@ type view struct {
 	enis     map[string]store.ENI
 	releases map[string]store.Release
 	podnets  map[string]store.PodNetwork
+	// intents are the open intents: the engine's own and every other
+	// writer's (the reconciler's, a previous leader's), followed like the
+	// rest instead of read in full.
+	intents map[string]store.Intent
 	// bad holds the records that do not decode, by kind and id.
 	bad map[store.RecordKind]map[string]store.Quarantined
 }
@@ -78,6 +83,10 @@ func (v *view) reset(r *store.Records) {
 	for _, pn := range r.PodNetworks {
 		v.podnets[pn.Name] = pn
 	}
+	v.intents = make(map[string]store.Intent, len(r.Intents))
+	for _, in := range r.Intents {
+		v.intents[in.ID] = in
+	}
 	v.bad = map[store.RecordKind]map[string]store.Quarantined{}
 	for _, q := range r.Quarantined {
 		v.setBad(store.RecordKind(q.Kind), q.ID, &q)
@@ -117,7 +126,25 @@ func (v *view) apply(c store.Change) {
 		putOrDelete(v.releases, c)
 	case store.RecordPodNetwork:
 		putOrDelete(v.podnets, c)
+	case store.RecordIntent:
+		// Only open intents are kept: done and failed ones stay in etcd
+		// until pruned, but nothing plans from them.
+		if in, ok := c.Record.(store.Intent); ok && !c.Deleted && in.State == store.IntentOpen {
+			v.intents[c.ID] = in
+		} else {
+			delete(v.intents, c.ID)
+		}
 	}
+}
+
+// openIntents returns the open intents, oldest first.
+func (v *view) openIntents() []store.Intent {
+	out := make([]store.Intent, 0, len(v.intents))
+	for _, in := range v.intents {
+		out = append(out, in)
+	}
+	slices.SortFunc(out, store.IntentOrder)
+	return out
 }
 
 func putOrDelete[T any](m map[string]T, c store.Change) {
@@ -189,10 +216,10 @@ func (v *view) snapshot(open []store.Intent) *snapshot {
 // engine's latest write before it reads the state in full instead.
 const catchUpWait = time.Second
 
-// current returns the round's snapshot: built from the view when it is
-// live and holds the store's latest write, else read in full from etcd.
-// The open intents are the store's mirror (refreshIntents). ph is charged
-// with the wait and the read.
+// current returns the round's snapshot: built from the view (open intents
+// included) when it is live and holds the engine's latest write, else read
+// in full from etcd, with the open intents from the store's mirror
+// (refreshIntents). ph is charged with the wait and the read.
 func (e *Engine) current(ctx context.Context, ph *roundPhases) (*snapshot, error) {
 	caught := e.caughtUp(ctx)
 	ph.mark(phaseCatchUp)
@@ -201,8 +228,11 @@ func (e *Engine) current(ctx context.Context, ph *roundPhases) (*snapshot, error
 		e.count(func(s *Stats) { s.FullReads++ })
 		return e.load(ctx)
 	}
-	return e.view.snapshot(e.st.OpenIntents()), nil
+	return e.view.snapshot(e.view.openIntents()), nil
 }
+
+// viewLive reports whether the engine follows etcd now.
+func (e *Engine) viewLive() bool { return e.view != nil && e.view.live }
 
 // caughtUp applies the follower's updates until the view holds the
 // engine's own latest write, for catchUpWait at most. Other writers' are

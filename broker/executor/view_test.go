@@ -2,7 +2,10 @@ package executor
 
 import (
 	"context"
+	"errors"
 	"reflect"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -89,5 +92,70 @@ func TestViewMatchesFullRead(t *testing.T) {
 	check("after deletes")
 	if e.stats.FullReads != 0 {
 		t.Errorf("%d full reads, want none", e.stats.FullReads)
+	}
+}
+
+// listCounter counts the full reads of the open intents.
+type listCounter struct {
+	Store
+	lists atomic.Int32
+}
+
+func (c *listCounter) ListOpenIntents(ctx context.Context) ([]store.Intent, error) {
+	c.lists.Add(1)
+	return c.Store.ListOpenIntents(ctx)
+}
+
+// TestViewFollowsIntents: an intent another writer begins (the reconciler,
+// a previous leader) reaches the round's snapshot through the view, and
+// leaves it when it ends, without a full read of the intents.
+func TestViewFollowsIntents(t *testing.T) {
+	cli := etcdembedtest.Start(t)
+	st, err := store.Open(cli, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc := &listCounter{Store: st}
+	e := &Engine{st: newSerialStore(lc), stats: newStats()}
+	ctx, cancel := context.WithTimeout(store.WithWriteMark(context.Background(), &e.written), 30*time.Second)
+	defer cancel()
+	if _, err := st.PutSubnet(ctx, store.Subnet{ID: "subnet-1", CIDR: "10.0.0.0/24", Usable: 251}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.PutNode(ctx, store.Node{InstanceID: "i-1", InstanceType: "m5.large", SubnetID: "subnet-1"}); err != nil {
+		t.Fatal(err)
+	}
+	before, err := st.BeginIntent(ctx, store.Intent{Kind: store.IntentCreate, InstanceID: "i-1", SubnetID: "subnet-1", Reserved: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.view, e.updates = &view{}, e.st.Follow(ctx).Updates()
+	openOf := func(step string) []string {
+		t.Helper()
+		snap, err := e.current(ctx, newRoundPhases())
+		if err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		var ids []string
+		for _, in := range snap.open["i-1"] {
+			ids = append(ids, in.ID)
+		}
+		return ids
+	}
+	if got := openOf("first read"); !slices.Equal(got, []string{before.ID}) {
+		t.Fatalf("first read: open intents %v, want [%s]", got, before.ID)
+	}
+	after, err := st.BeginIntent(ctx, store.Intent{Kind: store.IntentCreate, InstanceID: "i-1", SubnetID: "subnet-1", Reserved: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.FailIntent(ctx, before.ID, errors.New("refused")); err != nil {
+		t.Fatal(err)
+	}
+	if got := openOf("after changes"); !slices.Equal(got, []string{after.ID}) {
+		t.Fatalf("after changes: open intents %v, want [%s]", got, after.ID)
+	}
+	if n := lc.lists.Load(); n != 0 || e.stats.FullReads != 0 {
+		t.Errorf("%d full reads of the intents, %d of everything; want none", n, e.stats.FullReads)
 	}
 }

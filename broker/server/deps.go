@@ -30,7 +30,7 @@ type ViewReads interface {
 // then etcd's changes (Follow).
 type HubStore interface {
 	ViewReads
-	Follow(ctx context.Context) *store.Follower
+	Follow(ctx context.Context, opts ...store.FollowOption) *store.Follower
 }
 
 // NodeStore is what NodeService writes and reads for agents.
@@ -43,7 +43,9 @@ type NodeStore interface {
 	KeepAlive(ctx context.Context, instanceID string, ttl time.Duration) error
 	AckRelease(ctx context.Context, instanceID, releaseID string, addrs, prefixes []string) (store.Release, error)
 	ListENIs(ctx context.Context) ([]store.ENI, error)
-	ListNodeENIs(ctx context.Context, instanceID string) ([]store.ENI, error)
+	// NodeENIsSince reads a node's ENIs from what the hub knew of them
+	// at a revision: those ENIs' keys and the ENI records written since.
+	NodeENIsSince(ctx context.Context, instanceID string, known []store.ENI, since int64) ([]store.ENI, int64, error)
 	ListSubnets(ctx context.Context) ([]store.Subnet, error)
 }
 

@@ -16,8 +16,8 @@ import (
 type RecordKind string
 
 // The kinds a Follower follows: what the broker's read side serves from,
-// and the demands the leader's engine plans from. Liveness and intents are
-// left out.
+// and the demands the leader's engine plans from. Liveness is left out, and
+// intents unless asked for (FollowIntents).
 const (
 	RecordSubnet  RecordKind = kindSubnets
 	RecordNode    RecordKind = kindNodes
@@ -29,6 +29,9 @@ const (
 	// RecordPodNetwork changes only where nodes' pods go, which the
 	// budget figures count.
 	RecordPodNetwork RecordKind = kindPodNetworks
+	// RecordIntent is followed only with FollowIntents: the leader's
+	// engine plans from the open ones, the read side needs none.
+	RecordIntent RecordKind = kindIntents
 )
 
 // Records is every record of the followed kinds at one etcd revision.
@@ -42,6 +45,8 @@ type Records struct {
 	Statuses    []NodeStatus
 	Demands     []Demand
 	PodNetworks []PodNetwork
+	// Intents are the open intents, oldest first; only with FollowIntents.
+	Intents []Intent
 	// Quarantined are subnet, node, usage, status, demand and pod network
 	// records that do not decode, left out of the lists above (see
 	// Planning).
@@ -55,7 +60,9 @@ type Change struct {
 	Key     string // the etcd key
 	Deleted bool
 	// Record is the new value unless Deleted: a Subnet, Node, ENI, Usage,
-	// Release, NodeStatus, PodNetwork or Demand (the type Kind names) with Rev set.
+	// Release, NodeStatus, PodNetwork, Demand or Intent (the type Kind
+	// names) with Rev set. An intent is reported in every state: a
+	// reader keeping the open ones drops it when it is done or failed.
 	Record any
 	// Quarantined, when set, says why a written subnet, node, usage or
 	// status record does not decode; the change then reads as Deleted, so
@@ -80,11 +87,22 @@ type FollowUpdate struct {
 // read, then the changes from an etcd watch on the prefix, each record
 // decoded once however many readers it serves. Create it with Follow.
 type Follower struct {
-	s      *Store
-	ctx    context.Context // carries the watch stream's metadata, see RequestProgress
-	out    chan FollowUpdate
-	resync chan struct{}
+	s       *Store
+	ctx     context.Context // carries the watch stream's metadata, see RequestProgress
+	out     chan FollowUpdate
+	resync  chan struct{}
+	intents bool
 }
+
+// FollowOption changes what a Follower follows.
+type FollowOption func(*Follower)
+
+// FollowIntents makes the follower report intents too: the open ones in
+// every Snapshot, and every write of one as a Change. A full read then
+// reads every intent etcd keeps (finished ones stay until pruned), so only
+// a reader that plans from them asks for it; after that read the watch
+// brings each intent's begin and end once.
+func FollowIntents() FollowOption { return func(f *Follower) { f.intents = true } }
 
 // errResync ends a watch so the follower reads everything again.
 var errResync = errors.New("store: resync requested")
@@ -92,12 +110,15 @@ var errResync = errors.New("store: resync requested")
 // Follow starts following. Updates must be read promptly: the follower
 // waits for its reader (etcd buffers meanwhile). The channel closes when
 // ctx ends.
-func (s *Store) Follow(ctx context.Context) *Follower {
+func (s *Store) Follow(ctx context.Context, opts ...FollowOption) *Follower {
 	f := &Follower{
 		s:      s,
 		ctx:    clientv3.WithRequireLeader(ctx),
 		out:    make(chan FollowUpdate),
 		resync: make(chan struct{}, 1),
+	}
+	for _, o := range opts {
+		o(f)
 	}
 	go f.run()
 	return f
@@ -141,7 +162,7 @@ func (f *Follower) run() {
 		}
 		// Whatever fails next, don't spin while etcd is unreachable.
 		delay = time.Second
-		recs, err := f.s.readRecords(f.ctx)
+		recs, err := f.s.readRecords(f.ctx, f.intents)
 		if err != nil {
 			if f.ctx.Err() != nil || !f.send(FollowUpdate{Err: err}) {
 				return
@@ -205,7 +226,7 @@ func (f *Follower) watch(rev int64) error {
 			if len(resp.Events) == 0 {
 				continue
 			}
-			changes, err := f.s.decodeEvents(resp.Events)
+			changes, err := f.s.decodeEvents(resp.Events, f.intents)
 			if err != nil {
 				return err
 			}
@@ -219,10 +240,14 @@ func (f *Follower) watch(rev int64) error {
 	}
 }
 
-// readRecords reads every followed record in one transaction.
-func (s *Store) readRecords(ctx context.Context) (*Records, error) {
+// readRecords reads every followed record in one transaction, the open
+// intents too when asked.
+func (s *Store) readRecords(ctx context.Context, intents bool) (*Records, error) {
 	dirs := []string{s.dir(kindSubnets), s.dir(kindNodes), s.dir(kindENIs), s.dir(kindUsage),
 		s.dir(kindReleases), s.dir(kindStatus), s.dir(kindDemand), s.dir(kindPodNetworks)}
+	if intents {
+		dirs = append(dirs, s.dir(kindIntents))
+	}
 	v, err := s.read(ctx, nil, dirs)
 	if err != nil {
 		return nil, err
@@ -252,15 +277,22 @@ func (s *Store) readRecords(ctx context.Context) (*Records, error) {
 	if r.PodNetworks, err = listSound[*PodNetwork](v, kindPodNetworks, &r.Quarantined); err != nil {
 		return nil, err
 	}
+	if intents {
+		all, err := list[*Intent](v, kindIntents)
+		if err != nil {
+			return nil, err
+		}
+		r.Intents = openOldestFirst(all)
+	}
 	return r, nil
 }
 
 // decodeEvents turns watch events into Changes, skipping kinds that are
-// not followed. An ENI or release that does not decode fails the batch: a
+// not followed (intents unless intents is set). An ENI or release that does not decode fails the batch: a
 // reader must never act on a guess, and those cannot be set aside without
 // knowing whose they are. A subnet, node, usage or status record names its
 // owner in its key: it is set aside (Quarantined, read as deleted).
-func (s *Store) decodeEvents(evs []*clientv3.Event) ([]Change, error) {
+func (s *Store) decodeEvents(evs []*clientv3.Event, intents bool) ([]Change, error) {
 	var out []Change
 	for _, ev := range evs {
 		key := string(ev.Kv.Key)
@@ -287,6 +319,11 @@ func (s *Store) decodeEvents(evs []*clientv3.Event) ([]Change, error) {
 			c.Record, err = decodeEvent[*Demand](key, ev, id)
 		case RecordPodNetwork:
 			c.Record, err = decodeEvent[*PodNetwork](key, ev, id)
+		case RecordIntent:
+			if !intents {
+				continue
+			}
+			c.Record, err = decodeEvent[*Intent](key, ev, id)
 		default:
 			continue
 		}

@@ -2,10 +2,12 @@ package store
 
 import (
 	"context"
-	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
+	"errors"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 )
 
 // nextUpdate returns the follower's next update or fails.
@@ -257,5 +259,58 @@ func TestFollowPodNetworks(t *testing.T) {
 	}
 	if pn, ok := changes[0].Record.(PodNetwork); !ok || !slices.Equal(pn.SubnetIDs, []string{"subnet-2"}) {
 		t.Errorf("first change %+v; want the network with subnet-2", changes[0].Record)
+	}
+}
+
+// TestFollowIntents: with FollowIntents the snapshot holds the open
+// intents (not the finished ones) and every begin and end arrives as a
+// change; without it, intents are not reported at all.
+func TestFollowIntents(t *testing.T) {
+	s := newStore(t)
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	mustSubnet(t, s, "subnet-1", 100)
+	mustNode(t, s, "i-1")
+	done, err := s.BeginIntent(ctx, Intent{Kind: IntentCreate, InstanceID: "i-1", SubnetID: "subnet-1", Reserved: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FailIntent(ctx, done.ID, errors.New("refused")); err != nil {
+		t.Fatal(err)
+	}
+	open, err := s.BeginIntent(ctx, Intent{Kind: IntentCreate, InstanceID: "i-1", SubnetID: "subnet-1", Reserved: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	plain, with := s.Follow(ctx), s.Follow(ctx, FollowIntents())
+	if snap := nextUpdate(t, plain).Snapshot; snap == nil || len(snap.Intents) != 0 {
+		t.Fatalf("without FollowIntents: snapshot %+v", snap)
+	}
+	snap := nextUpdate(t, with).Snapshot
+	if snap == nil || len(snap.Intents) != 1 || snap.Intents[0].ID != open.ID || snap.Intents[0].State != IntentOpen {
+		t.Fatalf("with FollowIntents: snapshot intents %+v, want only %s", snap, open.ID)
+	}
+
+	if err := s.FailIntent(ctx, open.ID, errors.New("refused")); err != nil {
+		t.Fatal(err)
+	}
+	rev, err := readRev(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ends []Intent
+	for _, c := range changesUntil(t, with, rev) {
+		if c.Kind == RecordIntent {
+			ends = append(ends, c.Record.(Intent))
+		}
+	}
+	if len(ends) != 1 || ends[0].ID != open.ID || ends[0].State != IntentFailed {
+		t.Fatalf("intent changes %+v; want %s failed", ends, open.ID)
+	}
+	for _, c := range changesUntil(t, plain, rev) {
+		if c.Kind == RecordIntent {
+			t.Fatalf("without FollowIntents: change %+v", c)
+		}
 	}
 }

@@ -209,20 +209,30 @@ func (s *Store) GetIntent(ctx context.Context, id string) (Intent, error) {
 // ListIntents returns every intent, oldest first.
 func (s *Store) ListIntents(ctx context.Context) ([]Intent, error) {
 	out, err := listAll[*Intent](ctx, s, kindIntents)
-	slices.SortFunc(out, func(a, b Intent) int {
-		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
-	})
+	slices.SortFunc(out, IntentOrder)
 	return out, err
 }
 
 // ListOpenIntents returns the intents still open, oldest first: the calls a
 // new leader must resolve.
 func (s *Store) ListOpenIntents(ctx context.Context) ([]Intent, error) {
-	all, err := s.ListIntents(ctx)
+	all, err := listAll[*Intent](ctx, s, kindIntents)
 	if err != nil {
 		return nil, err
 	}
-	return slices.DeleteFunc(all, func(in Intent) bool { return in.State != IntentOpen }), nil
+	return openOldestFirst(all), nil
+}
+
+// openOldestFirst keeps the open intents of all, oldest first (then by ID).
+func openOldestFirst(all []Intent) []Intent {
+	open := slices.DeleteFunc(all, func(in Intent) bool { return in.State != IntentOpen })
+	slices.SortFunc(open, IntentOrder)
+	return open
+}
+
+// IntentOrder is the order intents are listed in: oldest first, then by ID.
+func IntentOrder(a, b Intent) int {
+	return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
 }
 
 // pruneBatch bounds the deletes per transaction (etcd allows 128 ops).

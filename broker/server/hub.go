@@ -245,6 +245,13 @@ func (h *hub) node(id string) (*nodeState, bool) {
 	return h.nodes[id], h.live
 }
 
+// nodeAsOf is node with the revision its state is exactly as of.
+func (h *hub) nodeAsOf(id string) (*nodeState, int64, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.nodes[id], h.rev, h.live
+}
+
 // nodeAt is node once the published state is at least as new as rev. It
 // gives up (false) after patience, or when the hub is not following etcd.
 func (h *hub) nodeAt(ctx context.Context, id string, rev int64, patience time.Duration) (*nodeState, int64, bool) {

@@ -96,7 +96,7 @@ const registerPatience = time.Second
 // nodeENIs returns the broker's record of the node's ENIs (primary first,
 // then by device index, then by ID) as of revision rev or newer, and the
 // revision it is as of: from the hub once it has caught up with rev, else
-// read from etcd, which costs every ENI of the cluster.
+// read from etcd (ownENIs).
 func (s *nodeService) nodeENIs(ctx context.Context, id string, rev int64) ([]*allotv1.ENI, int64, error) {
 	if ns, at, ok := s.hub.nodeAt(ctx, id, rev, registerPatience); ok {
 		var out []*allotv1.ENI
@@ -112,7 +112,7 @@ func (s *nodeService) nodeENIs(ctx context.Context, id string, rev int64) ([]*al
 		})
 		return out, at, nil
 	}
-	enis, err := s.st.ListNodeENIs(ctx, id)
+	enis, err := s.ownENIs(ctx, id)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list enis: %w", err)
 	}
@@ -121,6 +121,23 @@ func (s *nodeService) nodeENIs(ctx context.Context, id string, rev int64) ([]*al
 		return nil, 0, fmt.Errorf("list subnets: %w", err)
 	}
 	return enisProto(enis, subnetCIDRs(subnets)), rev, nil
+}
+
+// ownENIs reads the node's ENIs from etcd as they are now. What the hub
+// has published of the node, exactly as of its revision, narrows the read
+// to those ENIs' keys and the ENI records written since; a hub that is not
+// following etcd narrows nothing, and every ENI is read.
+func (s *nodeService) ownENIs(ctx context.Context, id string) ([]store.ENI, error) {
+	ns, rev, live := s.hub.nodeAsOf(id)
+	if !live {
+		rev = 0
+	}
+	var known []store.ENI
+	if ns != nil && live {
+		known = ns.enis
+	}
+	enis, _, err := s.st.NodeENIsSince(ctx, id, known, rev)
+	return enis, err
 }
 
 // boolFirst orders true before false.
@@ -201,7 +218,7 @@ func (s *nodeService) checkOwned(ctx context.Context, id string, lists ...[]stri
 	if ns, live := s.hub.node(id); live && ns != nil && ownsAll(ns.enis, lists) {
 		return nil
 	}
-	own, err := s.st.ListNodeENIs(ctx, id)
+	own, err := s.ownENIs(ctx, id)
 	if err != nil {
 		return fmt.Errorf("report usage of %s: list enis: %w", id, err)
 	}

@@ -46,7 +46,10 @@ type Config struct {
 	// before the nodes it touched are recomputed once; 50ms if zero.
 	Coalesce time.Duration
 	// Resync re-reads the whole state the watch streams follow even without
-	// a change; 30s if zero.
+	// a change; 5m if zero. The watch is revision-continuous and a break in
+	// it reads everything anyway, so this only guards against a change the
+	// hub mishandled; every resync reads every record and recomputes every
+	// node's state, which at thousands of nodes is not free.
 	Resync time.Duration
 	// HealthInterval is how often etcd reachability is checked for the
 	// health service; 5s if zero.
@@ -97,7 +100,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Coalesce = 50 * time.Millisecond
 	}
 	if cfg.Resync <= 0 {
-		cfg.Resync = 30 * time.Second
+		cfg.Resync = 5 * time.Minute
 	}
 	if cfg.HealthInterval <= 0 {
 		cfg.HealthInterval = 5 * time.Second

@@ -4,12 +4,16 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	allotv1 "github.com/allotnet/allot/proto/allot/v1"
-	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	allotv1 "github.com/allotnet/allot/proto/allot/v1"
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 )
 
 // Weight is how many subnet addresses the ENI counts for in
@@ -93,7 +97,8 @@ func (s *Store) ListENIs(ctx context.Context) ([]ENI, error) {
 
 // ListNodeENIs returns one node's ENIs: the primary first, then by device
 // index (an ENI not yet attached has index 0), then by ID. It reads all
-// ENI records (there is no per-node index); fine for thousands.
+// ENI records (they are keyed by ENI, not by node); a reader that follows
+// etcd asks NodeENIsSince instead.
 func (s *Store) ListNodeENIs(ctx context.Context, instanceID string) ([]ENI, error) {
 	if err := checkID("node", instanceID); err != nil {
 		return nil, err
@@ -108,10 +113,55 @@ func (s *Store) ListNodeENIs(ctx context.Context, instanceID string) ([]ENI, err
 			out = append(out, e)
 		}
 	}
-	slices.SortFunc(out, func(a, b ENI) int {
-		return cmp.Or(boolFirst(a.Primary, b.Primary), cmp.Compare(a.DeviceIndex, b.DeviceIndex), strings.Compare(a.ID, b.ID))
-	})
+	slices.SortFunc(out, nodeENIOrder)
 	return out, nil
+}
+
+// NodeENIsSince returns one node's ENIs (ordered as ListNodeENIs) and the
+// revision they are as of, given what a reader following etcd held of them
+// as of revision since: known must be exactly the node's ENI records at
+// since. It reads, in one transaction, the known ENIs' keys and the ENI
+// records written after since (etcd filters by revision before it sends
+// them), instead of every ENI of the cluster: a known ENI that is gone is
+// absent from the first, an ENI the node gained is in the second, and the
+// result is as exact as ListNodeENIs at the transaction's revision. Since
+// 0 knows nothing and reads every ENI.
+func (s *Store) NodeENIsSince(ctx context.Context, instanceID string, known []ENI, since int64) ([]ENI, int64, error) {
+	if err := checkID("node", instanceID); err != nil {
+		return nil, 0, err
+	}
+	dir := s.dir(kindENIs)
+	ops := make([]clientv3.Op, 0, len(known)+1)
+	for _, e := range known {
+		ops = append(ops, clientv3.OpGet(s.key(kindENIs, e.ID)))
+	}
+	ops = append(ops, clientv3.OpGet(dir, clientv3.WithPrefix(), clientv3.WithMinModRev(since+1)))
+	resp, err := s.cli.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return nil, 0, fmt.Errorf("etcd read of %s's enis: %w", instanceID, err)
+	}
+	byID := map[string]ENI{}
+	for _, r := range resp.Responses {
+		for _, kv := range r.GetResponseRange().GetKvs() {
+			key := string(kv.Key)
+			var e ENI
+			if err := decode(key, kv.Value, kv.ModRevision, strings.TrimPrefix(key, dir), &e); err != nil {
+				return nil, 0, err
+			}
+			if e.InstanceID == instanceID {
+				byID[e.ID] = e
+			}
+		}
+	}
+	out := slices.Collect(maps.Values(byID))
+	slices.SortFunc(out, nodeENIOrder)
+	return out, resp.Header.Revision, nil
+}
+
+// nodeENIOrder is a node's ENIs' order: the primary first, then by device
+// index, then by ID.
+func nodeENIOrder(a, b ENI) int {
+	return cmp.Or(boolFirst(a.Primary, b.Primary), cmp.Compare(a.DeviceIndex, b.DeviceIndex), strings.Compare(a.ID, b.ID))
 }
 
 // checkAddrs rejects anything that isn't an IPv4 address or a /28 prefix.

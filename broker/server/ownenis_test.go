@@ -1,0 +1,86 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+
+	"github.com/allotnet/allot/broker/etcdembed/etcdembedtest"
+	"github.com/allotnet/allot/broker/store"
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
+)
+
+// fullReads counts the reads of every ENI record.
+type fullReads struct {
+	*store.Store
+	n atomic.Int32
+}
+
+func (f *fullReads) ListNodeENIs(ctx context.Context, id string) ([]store.ENI, error) {
+	f.n.Add(1)
+	return f.Store.ListNodeENIs(ctx, id)
+}
+
+func (f *fullReads) ListENIs(ctx context.Context) ([]store.ENI, error) {
+	f.n.Add(1)
+	return f.Store.ListENIs(ctx)
+}
+
+// TestOwnershipCheckFromAStaleHub: when the hub's published state of a
+// node lacks an address the node reports (the ENI is newer than the
+// hub), the check reads the node's ENIs from what the hub knew and what
+// was written since, not every ENI of the cluster, and still refuses an
+// address of another node.
+func TestOwnershipCheckFromAStaleHub(t *testing.T) {
+	st, err := store.Open(etcdembedtest.Start(t), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	if _, err := st.PutSubnet(ctx, store.Subnet{ID: "subnet-1", CIDR: "10.0.0.0/24", Usable: 251}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{node1, node2} {
+		if _, err := st.PutNode(ctx, store.Node{InstanceID: id, InstanceType: "m5.large", SubnetID: "subnet-1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	primary := store.ENI{ID: "eni-p1", InstanceID: node1, SubnetID: "subnet-1", PrimaryIP: "10.0.0.1"}
+	if err := st.PutPrimaryENI(ctx, primary); err != nil {
+		t.Fatal(err)
+	}
+	known, err := st.ListNodeENIs(ctx, node1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev, err := st.Revision(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The hub is live but stopped at rev: it never hears of what follows.
+	h := newHub(st, slog.New(slog.DiscardHandler), 0, 0)
+	h.nodes[node1] = &nodeState{registered: true, enis: known}
+	h.rev, h.live = rev, true
+	for _, x := range []struct{ eni, node, addr string }{{"eni-a", node1, "10.0.0.11"}, {"eni-b", node2, "10.0.0.21"}} {
+		in, err := st.BeginIntent(ctx, store.Intent{Kind: store.IntentCreate, InstanceID: x.node, SubnetID: "subnet-1", Reserved: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.CompleteCreate(ctx, in.ID, store.ENI{ID: x.eni, PrimaryIP: "10.0.0.2" + x.eni[4:], Addresses: []string{x.addr}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fr := &fullReads{Store: st}
+	svc := &nodeService{st: fr, hub: h, log: slog.New(slog.DiscardHandler)}
+	if err := svc.checkOwned(ctx, node1, []string{"10.0.0.11"}); err != nil {
+		t.Fatalf("an address on the node's newer ENI: %v", err)
+	}
+	if n := fr.n.Load(); n != 0 {
+		t.Errorf("%d reads of every ENI; want none", n)
+	}
+	if err := svc.checkOwned(ctx, node1, []string{"10.0.0.21"}); !errors.Is(err, rpcerr.ErrNotOwner) {
+		t.Errorf("another node's address: %v; want ErrNotOwner", err)
+	}
+}

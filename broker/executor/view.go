@@ -1,8 +1,11 @@
 package executor
 
 import (
+	"cmp"
 	"context"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/allotnet/allot/broker/store"
@@ -14,6 +17,13 @@ import (
 // instead of reading the whole state again; it first waits for the view
 // to reach the engine's own latest write, so it never plans from a state
 // older than what it just did. Only the engine's Run goroutine touches it.
+//
+// The view keeps the snapshot's indexes as changes arrive (each node's
+// ENIs in device order, its releases oldest first, the sorted node list)
+// and lends its maps to the snapshot instead of copying them: a map lent
+// to a snapshot is copied once, at the next change to it, so a round costs
+// the maps that changed since the last one, not the whole cluster, and a
+// snapshot never sees a later change.
 type view struct {
 	// live is false until the first full read and after a break in the
 	// watch (until the next full read).
@@ -33,7 +43,22 @@ type view struct {
 	intents map[string]store.Intent
 	// bad holds the records that do not decode, by kind and id.
 	bad map[store.RecordKind]map[string]store.Quarantined
+
+	// byNode is each instance's ENIs sorted by device index, then ID;
+	// relsOf its releases oldest first. A slice is replaced, never
+	// changed, so a snapshot may hold it.
+	byNode map[string][]store.ENI
+	relsOf map[string][]store.Release
+	// sorted and registered are built again only after a node record or
+	// a set-aside record changed (nil until then).
+	sorted     []store.Node
+	registered map[string]bool
+	// lent are the maps the last snapshot holds.
+	lent lentMaps
 }
+
+// lentMaps says which of the view's maps a snapshot holds.
+type lentMaps struct{ nodes, demands, usage, subnets, enis, byNode, relsOf bool }
 
 // planned are the kinds whose bad records set a node or subnet aside, as
 // ReadPlanning does (a pod network that does not decode is left out).
@@ -55,53 +80,75 @@ func (v *view) update(u store.FollowUpdate) {
 
 func (v *view) reset(r *store.Records) {
 	v.live, v.rev = true, r.Rev
-	v.nodes = make(map[string]store.Node, len(r.Nodes))
-	for _, n := range r.Nodes {
-		v.nodes[n.InstanceID] = n
-	}
-	v.demands = make(map[string]store.Demand, len(r.Demands))
-	for _, d := range r.Demands {
-		v.demands[d.InstanceID] = d
-	}
-	v.usage = make(map[string]store.Usage, len(r.Usage))
-	for _, u := range r.Usage {
-		v.usage[u.InstanceID] = u
-	}
-	v.subnets = make(map[string]store.Subnet, len(r.Subnets))
-	for _, sn := range r.Subnets {
-		v.subnets[sn.ID] = sn
-	}
-	v.enis = make(map[string]store.ENI, len(r.ENIs))
-	for _, x := range r.ENIs {
-		v.enis[x.ID] = x
-	}
-	v.releases = make(map[string]store.Release, len(r.Releases))
-	for _, rel := range r.Releases {
-		v.releases[rel.ID] = rel
-	}
-	v.podnets = make(map[string]store.PodNetwork, len(r.PodNetworks))
-	for _, pn := range r.PodNetworks {
-		v.podnets[pn.Name] = pn
-	}
-	v.intents = make(map[string]store.Intent, len(r.Intents))
-	for _, in := range r.Intents {
-		v.intents[in.ID] = in
-	}
+	v.nodes = byID(r.Nodes, func(n store.Node) string { return n.InstanceID })
+	v.demands = byID(r.Demands, func(d store.Demand) string { return d.InstanceID })
+	v.usage = byID(r.Usage, func(u store.Usage) string { return u.InstanceID })
+	v.subnets = byID(r.Subnets, func(sn store.Subnet) string { return sn.ID })
+	v.enis = byID(r.ENIs, func(x store.ENI) string { return x.ID })
+	v.releases = byID(r.Releases, func(rel store.Release) string { return rel.ID })
+	v.podnets = byID(r.PodNetworks, func(pn store.PodNetwork) string { return pn.Name })
+	v.intents = byID(r.Intents, func(in store.Intent) string { return in.ID })
 	v.bad = map[store.RecordKind]map[string]store.Quarantined{}
 	for _, q := range r.Quarantined {
 		v.setBad(store.RecordKind(q.Kind), q.ID, &q)
 	}
+	v.byNode, v.relsOf = map[string][]store.ENI{}, map[string][]store.Release{}
+	for _, x := range r.ENIs {
+		v.byNode[x.InstanceID] = append(v.byNode[x.InstanceID], x)
+	}
+	for id, l := range v.byNode {
+		slices.SortFunc(l, eniOrder)
+		v.byNode[id] = l
+	}
+	for _, rel := range r.Releases {
+		v.relsOf[rel.InstanceID] = append(v.relsOf[rel.InstanceID], rel)
+	}
+	for _, l := range v.relsOf {
+		slices.SortFunc(l, releaseOrder)
+	}
+	v.sorted, v.registered, v.lent = nil, nil, lentMaps{}
 }
 
-func (v *view) setBad(kind store.RecordKind, id string, q *store.Quarantined) {
+func byID[T any](l []T, id func(T) string) map[string]T {
+	m := make(map[string]T, len(l))
+	for _, x := range l {
+		m[id(x)] = x
+	}
+	return m
+}
+
+// eniOrder is a node's ENIs' order in a snapshot: by device index (none
+// attached yet share index 0), then by ID.
+func eniOrder(a, b store.ENI) int {
+	return cmp.Or(cmp.Compare(a.DeviceIndex, b.DeviceIndex), strings.Compare(a.ID, b.ID))
+}
+
+// releaseOrder is a node's releases' order in a snapshot: oldest first.
+func releaseOrder(a, b store.Release) int {
+	return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
+}
+
+// setBad records or clears a record that does not decode, and reports
+// whether that changed anything.
+func (v *view) setBad(kind store.RecordKind, id string, q *store.Quarantined) bool {
 	if q == nil {
+		_, had := v.bad[kind][id]
 		delete(v.bad[kind], id)
-		return
+		return had
 	}
 	if v.bad[kind] == nil {
 		v.bad[kind] = map[string]store.Quarantined{}
 	}
 	v.bad[kind][id] = *q
+	return true
+}
+
+// own makes *m the view's own before a change: a map lent to a snapshot is
+// copied first.
+func own[T any](m *map[string]T, lent *bool) {
+	if *lent {
+		*m, *lent = maps.Clone(*m), false
+	}
 }
 
 // apply applies one change.
@@ -110,20 +157,27 @@ func (v *view) apply(c store.Change) {
 	if c.Quarantined != "" {
 		bad = &store.Quarantined{Kind: string(c.Kind), ID: c.ID, Key: c.Key, Err: c.Quarantined}
 	}
-	v.setBad(c.Kind, c.ID, bad)
+	if v.setBad(c.Kind, c.ID, bad) {
+		v.sorted, v.registered = nil, nil
+	}
 	switch c.Kind {
 	case store.RecordNode:
+		own(&v.nodes, &v.lent.nodes)
 		putOrDelete(v.nodes, c)
+		v.sorted, v.registered = nil, nil
 	case store.RecordDemand:
+		own(&v.demands, &v.lent.demands)
 		putOrDelete(v.demands, c)
 	case store.RecordUsage:
+		own(&v.usage, &v.lent.usage)
 		putOrDelete(v.usage, c)
 	case store.RecordSubnet:
+		own(&v.subnets, &v.lent.subnets)
 		putOrDelete(v.subnets, c)
 	case store.RecordENI:
-		putOrDelete(v.enis, c)
+		v.applyENI(c)
 	case store.RecordRelease:
-		putOrDelete(v.releases, c)
+		v.applyRelease(c)
 	case store.RecordPodNetwork:
 		putOrDelete(v.podnets, c)
 	case store.RecordIntent:
@@ -137,14 +191,60 @@ func (v *view) apply(c store.Change) {
 	}
 }
 
-// openIntents returns the open intents, oldest first.
-func (v *view) openIntents() []store.Intent {
-	out := make([]store.Intent, 0, len(v.intents))
-	for _, in := range v.intents {
-		out = append(out, in)
+// applyENI applies an ENI's change to the records and to its node's list.
+func (v *view) applyENI(c store.Change) {
+	own(&v.enis, &v.lent.enis)
+	own(&v.byNode, &v.lent.byNode)
+	old, had := v.enis[c.ID]
+	putOrDelete(v.enis, c)
+	cur, has := v.enis[c.ID]
+	if had {
+		v.byNode[old.InstanceID] = replaced(v.byNode, old.InstanceID, c.ID, nil, eniOrder, func(x store.ENI) string { return x.ID })
 	}
-	slices.SortFunc(out, store.IntentOrder)
+	if has {
+		v.byNode[cur.InstanceID] = replaced(v.byNode, cur.InstanceID, c.ID, &cur, eniOrder, func(x store.ENI) string { return x.ID })
+	}
+	dropEmpty(v.byNode, old.InstanceID)
+}
+
+// applyRelease applies a release's change to the records and to its
+// node's list.
+func (v *view) applyRelease(c store.Change) {
+	own(&v.relsOf, &v.lent.relsOf)
+	old, had := v.releases[c.ID]
+	putOrDelete(v.releases, c)
+	cur, has := v.releases[c.ID]
+	if had {
+		v.relsOf[old.InstanceID] = replaced(v.relsOf, old.InstanceID, c.ID, nil, releaseOrder, func(r store.Release) string { return r.ID })
+	}
+	if has {
+		v.relsOf[cur.InstanceID] = replaced(v.relsOf, cur.InstanceID, c.ID, &cur, releaseOrder, func(r store.Release) string { return r.ID })
+	}
+	dropEmpty(v.relsOf, old.InstanceID)
+}
+
+// replaced returns a new list of owner's records: the old one without the
+// record id, with rec added if not nil, in order. The old list is left as
+// it was, for the snapshots that hold it.
+func replaced[T any](idx map[string][]T, owner, id string, rec *T, order func(a, b T) int, idOf func(T) string) []T {
+	old := idx[owner]
+	out := make([]T, 0, len(old)+1)
+	for _, x := range old {
+		if idOf(x) != id {
+			out = append(out, x)
+		}
+	}
+	if rec != nil {
+		out = append(out, *rec)
+	}
+	slices.SortFunc(out, order)
 	return out
+}
+
+func dropEmpty[T any](idx map[string][]T, owner string) {
+	if l, ok := idx[owner]; ok && len(l) == 0 {
+		delete(idx, owner)
+	}
 }
 
 func putOrDelete[T any](m map[string]T, c store.Change) {
@@ -155,15 +255,27 @@ func putOrDelete[T any](m map[string]T, c store.Change) {
 	}
 }
 
-// snapshot builds a round's snapshot from the view, as load builds it from
-// a full read: its maps are the snapshot's own, since the actions a round
-// queues read them after the view has moved on.
+// openIntents returns the open intents, oldest first.
+func (v *view) openIntents() []store.Intent {
+	out := make([]store.Intent, 0, len(v.intents))
+	for _, in := range v.intents {
+		out = append(out, in)
+	}
+	slices.SortFunc(out, store.IntentOrder)
+	return out
+}
+
+// snapshot builds a round's snapshot from the view, equal to the one load
+// builds from a full read. It holds the view's maps and lists; the view
+// copies a lent map before it next changes it, so the actions a round
+// queues read the round's state however far the view has moved on.
 func (v *view) snapshot(open []store.Intent) *snapshot {
-	s := newSnapshot()
+	s := &snapshot{open: map[string][]store.Intent{}, openENI: map[string]bool{}}
 	s.quarantined, s.badSubnets = map[string]store.Quarantined{}, map[string]store.Quarantined{}
+	// A node set aside for several records is reported for the first
+	// kind in planned's order.
 	for _, k := range planned {
-		for _, id := range sortedIDs(v.bad[k]) {
-			q := v.bad[k][id]
+		for id, q := range v.bad[k] {
 			if k == store.RecordSubnet {
 				s.badSubnets[id] = q
 			} else if _, ok := s.quarantined[id]; !ok {
@@ -171,45 +283,47 @@ func (v *view) snapshot(open []store.Intent) *snapshot {
 			}
 		}
 	}
-	s.registered = map[string]bool{}
-	for id := range v.bad[store.RecordNode] {
-		s.registered[id] = true
-	}
-	s.node = make(map[string]store.Node, len(v.nodes))
-	if len(v.nodes) > 0 {
-		s.nodes = make([]store.Node, 0, len(v.nodes))
-	}
-	for _, id := range sortedIDs(v.nodes) {
-		s.registered[id] = true
-		if _, bad := s.quarantined[id]; !bad {
-			s.nodes = append(s.nodes, v.nodes[id])
-			s.node[id] = v.nodes[id]
+	v.index(s.quarantined)
+	s.nodes, s.registered = v.sorted, v.registered
+	s.node = v.nodes
+	if len(s.quarantined) > 0 {
+		s.node = make(map[string]store.Node, len(s.nodes))
+		for _, n := range s.nodes {
+			s.node[n.InstanceID] = n
 		}
 	}
-	s.demands = make(map[string]store.Demand, len(v.demands))
-	for id, d := range v.demands {
-		s.demands[id] = d
-	}
-	s.usage = make(map[string]store.Usage, len(v.usage))
-	for id, u := range v.usage {
-		s.usage[id] = u
-	}
-	for id, sn := range v.subnets {
-		s.subnets[id] = sn
-	}
+	s.demands, s.usage, s.subnets, s.enis, s.byNode, s.releases = v.demands, v.usage, v.subnets, v.enis, v.byNode, v.relsOf
+	v.lent = lentMaps{nodes: true, demands: true, usage: true, subnets: true, enis: true, byNode: true, relsOf: true}
 	for _, name := range sortedIDs(v.podnets) {
 		s.podnets = append(s.podnets, v.podnets[name])
 	}
-	enis := make([]store.ENI, 0, len(v.enis))
-	for _, x := range v.enis {
-		enis = append(enis, x)
+	for _, in := range open {
+		s.open[in.InstanceID] = append(s.open[in.InstanceID], in)
+		if in.ENIID != "" {
+			s.openENI[in.ENIID] = true
+		}
 	}
-	rels := make([]store.Release, 0, len(v.releases))
-	for _, r := range v.releases {
-		rels = append(rels, r)
-	}
-	s.fill(enis, open, rels)
 	return s
+}
+
+// index builds the sorted list of sound nodes and the set of registered
+// instances again if a node or a set-aside record changed since.
+func (v *view) index(quarantined map[string]store.Quarantined) {
+	if v.sorted != nil || v.registered != nil {
+		return
+	}
+	v.registered = make(map[string]bool, len(v.nodes)+len(v.bad[store.RecordNode]))
+	for id := range v.bad[store.RecordNode] {
+		v.registered[id] = true
+	}
+	var sorted []store.Node
+	for _, id := range sortedIDs(v.nodes) {
+		v.registered[id] = true
+		if _, bad := quarantined[id]; !bad {
+			sorted = append(sorted, v.nodes[id])
+		}
+	}
+	v.sorted = sorted
 }
 
 // catchUpWait bounds how long a round waits for the view to reach the

@@ -159,3 +159,75 @@ func TestViewFollowsIntents(t *testing.T) {
 		t.Errorf("%d full reads of the intents, %d of everything; want none", n, e.stats.FullReads)
 	}
 }
+
+// TestViewSnapshotIsolated: a snapshot holds the view's maps and lists
+// instead of copies, so a change the view applies after it must not reach
+// it: every kind of change is applied after a snapshot, which must still
+// equal one built from the records it was taken at; and the next
+// snapshot equals one built afresh from the changed records.
+func TestViewSnapshotIsolated(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	recs := func() *store.Records {
+		return &store.Records{
+			Rev:     10,
+			Subnets: []store.Subnet{{ID: "subnet-1", Usable: 251}},
+			Nodes:   []store.Node{{InstanceID: "i-1"}, {InstanceID: "i-2"}},
+			Demands: []store.Demand{{InstanceID: "i-1", Pending: 3}},
+			Usage:   []store.Usage{{InstanceID: "i-1", Seq: 1}},
+			ENIs: []store.ENI{
+				{ID: "eni-p1", InstanceID: "i-1", Primary: true},
+				{ID: "eni-b", InstanceID: "i-1", DeviceIndex: 2},
+				{ID: "eni-a", InstanceID: "i-1", DeviceIndex: 1},
+				{ID: "eni-p2", InstanceID: "i-2", Primary: true},
+			},
+			Releases: []store.Release{
+				{ID: "rel-2", InstanceID: "i-1", CreatedAt: t0.Add(time.Second)},
+				{ID: "rel-1", InstanceID: "i-1", CreatedAt: t0},
+			},
+			Intents: []store.Intent{{ID: "int-1", InstanceID: "i-1", ENIID: "eni-a", State: store.IntentOpen}},
+		}
+	}
+	fresh := func(r *store.Records) *snapshot {
+		v := &view{}
+		v.reset(r)
+		return v.snapshot(v.openIntents())
+	}
+	v := &view{}
+	v.reset(recs())
+	first := v.snapshot(v.openIntents())
+	if !reflect.DeepEqual(first, fresh(recs())) {
+		t.Fatalf("first snapshot\n%+v\nwant\n%+v", first, fresh(recs()))
+	}
+
+	changes := []store.Change{
+		{Kind: store.RecordNode, ID: "i-3", Record: store.Node{InstanceID: "i-3"}},
+		{Kind: store.RecordDemand, ID: "i-1", Record: store.Demand{InstanceID: "i-1", Pending: 1}},
+		{Kind: store.RecordUsage, ID: "i-2", Record: store.Usage{InstanceID: "i-2", Seq: 4}},
+		{Kind: store.RecordSubnet, ID: "subnet-1", Record: store.Subnet{ID: "subnet-1", Usable: 100}},
+		{Kind: store.RecordENI, ID: "eni-b", Record: store.ENI{ID: "eni-b", InstanceID: "i-1", DeviceIndex: 0}},
+		{Kind: store.RecordENI, ID: "eni-a", Deleted: true},
+		{Kind: store.RecordENI, ID: "eni-c", Record: store.ENI{ID: "eni-c", InstanceID: "i-3", DeviceIndex: 1}},
+		{Kind: store.RecordENI, ID: "eni-p2", Deleted: true},
+		{Kind: store.RecordRelease, ID: "rel-1", Deleted: true},
+		{Kind: store.RecordRelease, ID: "rel-3", Record: store.Release{ID: "rel-3", InstanceID: "i-2", CreatedAt: t0}},
+		{Kind: store.RecordIntent, ID: "int-1", Record: store.Intent{ID: "int-1", InstanceID: "i-1", State: store.IntentDone}},
+		{Kind: store.RecordIntent, ID: "int-2", Record: store.Intent{ID: "int-2", InstanceID: "i-3", State: store.IntentOpen}},
+	}
+	v.update(store.FollowUpdate{Changes: changes, Rev: 11})
+	if !reflect.DeepEqual(first, fresh(recs())) {
+		t.Fatalf("a later change reached the first snapshot:\n%+v", first)
+	}
+
+	after := recs()
+	after.Rev = 11
+	after.Nodes = append(after.Nodes, store.Node{InstanceID: "i-3"})
+	after.Demands = []store.Demand{{InstanceID: "i-1", Pending: 1}}
+	after.Usage = append(after.Usage, store.Usage{InstanceID: "i-2", Seq: 4})
+	after.Subnets = []store.Subnet{{ID: "subnet-1", Usable: 100}}
+	after.ENIs = []store.ENI{{ID: "eni-p1", InstanceID: "i-1", Primary: true}, {ID: "eni-b", InstanceID: "i-1"}, {ID: "eni-c", InstanceID: "i-3", DeviceIndex: 1}}
+	after.Releases = []store.Release{{ID: "rel-2", InstanceID: "i-1", CreatedAt: t0.Add(time.Second)}, {ID: "rel-3", InstanceID: "i-2", CreatedAt: t0}}
+	after.Intents = []store.Intent{{ID: "int-2", InstanceID: "i-3", State: store.IntentOpen}}
+	if got := v.snapshot(v.openIntents()); !reflect.DeepEqual(got, fresh(after)) {
+		t.Fatalf("snapshot after the changes\n%+v\nwant\n%+v", got, fresh(after))
+	}
+}

@@ -29,6 +29,14 @@ type SubnetCorrection struct {
 	OthersSkipped bool
 }
 
+// correctAttempts bounds CorrectSubnet's attempts. Its transaction compares
+// every ENI and intent record, and each failed attempt reads them all
+// again: during a burst they change every few milliseconds, and 64
+// attempts of a cluster's whole ENI and intent records cost more than
+// the correction is worth. It gives up with ErrConflict instead; the next
+// reconciler pass tries again.
+const correctAttempts = 4
+
 // CorrectSubnet checks a subnet record against EC2 and against the
 // records it summarises, in one transaction: CIDR, zone, VPC and Usable
 // must be EC2's; Attached must be the weight of the subnet's ENI records;
@@ -44,7 +52,7 @@ func (s *Store) CorrectSubnet(ctx context.Context, id string, t SubnetTruth, obs
 	}
 	var c SubnetCorrection
 	key := s.key(kindSubnets, id)
-	_, err := s.update(ctx, "CorrectSubnet", []string{key}, []string{s.dir(kindENIs), s.dir(kindIntents)}, func(v *view) error {
+	_, err := s.updateN(ctx, "CorrectSubnet", correctAttempts, []string{key}, []string{s.dir(kindENIs), s.dir(kindIntents)}, func(v *view) error {
 		c = SubnetCorrection{}
 		ok, err := get(v, kindSubnets, id, &c.Before)
 		if err != nil {

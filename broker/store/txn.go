@@ -170,12 +170,17 @@ func (s *Store) readView(ctx context.Context, keys, ranges []string, fn func(*vi
 // needs writing (an idempotent no-op) and costs no write. It returns the
 // revision the writes committed at.
 func (s *Store) update(ctx context.Context, method string, keys, ranges []string, fn func(*view) error) (int64, error) {
+	return s.updateN(ctx, method, maxAttempts, keys, ranges, fn)
+}
+
+// updateN is update with at most attempts write attempts.
+func (s *Store) updateN(ctx context.Context, method string, attempts int, keys, ranges []string, fn func(*view) error) (int64, error) {
 	v, err := s.read(ctx, keys, ranges)
 	if err != nil {
 		return 0, err
 	}
 	wants := 0
-	for attempt := 0; attempt < maxAttempts; attempt++ {
+	for attempt := 0; attempt < attempts; attempt++ {
 		err := fn(v)
 		if errors.Is(err, errWant) && wants < 8 {
 			wants++
@@ -228,7 +233,7 @@ func (s *Store) update(ctx context.Context, method string, keys, ranges []string
 			return 0, err
 		}
 	}
-	return 0, fmt.Errorf("%s: gave up after %d attempts: %w", method, maxAttempts, rpcerr.ErrConflict)
+	return 0, fmt.Errorf("%s: gave up after %d attempts: %w", method, attempts, rpcerr.ErrConflict)
 }
 
 // backoff sleeps a little, with jitter, so racing writers spread out.

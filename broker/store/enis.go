@@ -130,6 +130,9 @@ func (s *Store) NodeENIsSince(ctx context.Context, instanceID string, known []EN
 	if err := checkID("node", instanceID); err != nil {
 		return nil, 0, err
 	}
+	if len(known) >= maxKnownENIs {
+		known, since = nil, 0 // more than one transaction may hold
+	}
 	dir := s.dir(kindENIs)
 	ops := make([]clientv3.Op, 0, len(known)+1)
 	for _, e := range known {
@@ -157,6 +160,11 @@ func (s *Store) NodeENIsSince(ctx context.Context, instanceID string, known []EN
 	slices.SortFunc(out, nodeENIOrder)
 	return out, resp.Header.Revision, nil
 }
+
+// maxKnownENIs bounds the keys NodeENIsSince reads by name: etcd takes 128
+// operations in one transaction by default, and no instance type has more
+// than 15 ENIs.
+const maxKnownENIs = 100
 
 // nodeENIOrder is a node's ENIs' order: the primary first, then by device
 // index, then by ID.

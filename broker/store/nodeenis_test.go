@@ -1,6 +1,7 @@
 package store
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 )
@@ -64,5 +65,25 @@ func TestNodeENIsSince(t *testing.T) {
 	}
 	if len(got) != 3 {
 		t.Errorf("knowing nothing: %+v; want the node's 3 ENIs", got)
+	}
+}
+
+// TestNodeENIsSinceManyKnown: a node said to have more ENIs than one
+// transaction may read by name is read in full, not refused by etcd.
+func TestNodeENIsSinceManyKnown(t *testing.T) {
+	s := newStore(t)
+	ctx := ctxT(t)
+	mustSubnet(t, s, "subnet-1", 100)
+	mustNode(t, s, "i-1")
+	if err := s.PutPrimaryENI(ctx, ENI{ID: "eni-p1", InstanceID: "i-1", SubnetID: "subnet-1", PrimaryIP: "10.0.0.1"}); err != nil {
+		t.Fatal(err)
+	}
+	known := make([]ENI, 200)
+	for i := range known {
+		known[i] = ENI{ID: fmt.Sprintf("eni-%03d", i), InstanceID: "i-1"}
+	}
+	got, _, err := s.NodeENIsSince(ctx, "i-1", known, 1)
+	if err != nil || len(got) != 1 || got[0].ID != "eni-p1" {
+		t.Fatalf("NodeENIsSince with 200 known: %+v, %v; want eni-p1 alone", got, err)
 	}
 }

@@ -30,6 +30,27 @@ type subject struct {
 	status        []time.Duration
 	measureStatus bool
 	skipped       string
+	// agent, for allot, is read for its own account of each phase.
+	agent *harness.Agent
+}
+
+// readAgent reads allot's agent's totals, or nil when there is no agent.
+func readAgent(b *testing.B, ctx context.Context, subjects []*subject) promTotals {
+	for _, s := range subjects {
+		if s.agent == nil || s.skipped != "" {
+			continue
+		}
+		body, err := s.agent.Get(ctx, "/metrics")
+		if err != nil {
+			b.Fatalf("agent metrics: %v", err)
+		}
+		t, err := parseTotalsBytes(body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return t
+	}
+	return nil
 }
 
 // BenchmarkCNILatency measures ADD and DEL through each plugin binary, as a
@@ -71,6 +92,7 @@ func BenchmarkCNILatency(b *testing.B) {
 	}
 
 	b.ResetTimer()
+	atStart := readAgent(b, ctx, subjects)
 	for i := range n {
 		for _, s := range subjects {
 			if s.skipped != "" {
@@ -90,6 +112,7 @@ func BenchmarkCNILatency(b *testing.B) {
 			s.add = append(s.add, time.Since(start))
 		}
 	}
+	afterAdds := readAgent(b, ctx, subjects)
 	for i := range n {
 		for _, s := range subjects {
 			if s.skipped != "" {
@@ -103,8 +126,12 @@ func BenchmarkCNILatency(b *testing.B) {
 		}
 	}
 	b.StopTimer()
+	afterDels := readAgent(b, ctx, subjects)
 
 	rep := Report{Pods: n}
+	if atStart != nil {
+		rep.AgentAdds, rep.AgentDels = agentSide(atStart, afterAdds), agentSide(afterAdds, afterDels)
+	}
 	for _, s := range subjects {
 		r := Result{Plugin: s.name, Skipped: s.skipped, Add: Summarize(s.add), Del: Summarize(s.del), Status: Summarize(s.status)}
 		rep.Results = append(rep.Results, r)
@@ -183,7 +210,7 @@ func allotSubject(b *testing.B, bins *harness.Binaries, n int) *subject {
 		// Info-level logs, as deployed: debug logs per call would tax allot.
 		Agent: harness.AgentConfig{WarmIPs: n + 1, MinimumIPs: n + 1, Cooldown: -1, LogLevel: "info"},
 	})
-	s.rt = env.Runtime
+	s.rt, s.agent = env.Runtime, env.Agent
 	return s
 }
 

@@ -24,6 +24,9 @@ type Result struct {
 type Report struct {
 	Pods    int
 	Results []Result
+	// AgentAdds and AgentDels are allot's agent's account of the ADD phase
+	// (STATUS included) and of the DEL phase; zero when not measured.
+	AgentAdds, AgentDels AgentSide
 }
 
 // WriteTable prints a human-readable table of p50/p90/p99 per plugin and
@@ -59,6 +62,11 @@ func (r Report) WriteTable(w io.Writer) error {
 	if rt := r.ratios(); rt != nil {
 		fmt.Fprintf(w, "%s / %s: ADD p50 %.2fx p99 %.2fx, DEL p50 %.2fx p99 %.2fx\n", rt.Of, rt.To,
 			rt.AddP50, rt.AddP99, rt.DelP50, rt.DelP99)
+	}
+	if a, d := r.AgentAdds, r.AgentDels; a.Add > 0 || d.Del > 0 {
+		fmt.Fprintf(w, "allot's agent, serving (mean): ADD %.3f ms, STATUS %.3f ms, DEL %.3f ms; "+
+			"checkpoint writes %d in the ADDs (mean %.3f ms), %d in the DELs (mean %.3f ms)\n",
+			ms(a.Add), ms(a.Status), ms(d.Del), a.Writes, ms(a.Write), d.Writes, ms(d.Write))
 	}
 	return nil
 }
@@ -109,6 +117,17 @@ type jsonSummary struct {
 	MaxMs  float64 `json:"max_ms"`
 }
 
+// jsonAgent is Report's AgentAdds and AgentDels: means in ms.
+type jsonAgent struct {
+	AddMs      float64 `json:"add_mean_ms"`
+	StatusMs   float64 `json:"status_mean_ms"`
+	DelMs      float64 `json:"del_mean_ms"`
+	AddWrites  int     `json:"add_phase_checkpoint_writes"`
+	AddWriteMs float64 `json:"add_phase_checkpoint_write_mean_ms"`
+	DelWrites  int     `json:"del_phase_checkpoint_writes"`
+	DelWriteMs float64 `json:"del_phase_checkpoint_write_mean_ms"`
+}
+
 type jsonPlugin struct {
 	Plugin  string       `json:"plugin"`
 	Add     *jsonSummary `json:"add,omitempty"`
@@ -127,7 +146,12 @@ func (r Report) JSON() ([]byte, error) {
 		Pods    int          `json:"pods"`
 		Plugins []jsonPlugin `json:"plugins"`
 		Ratios  *Ratios      `json:"ratios,omitempty"`
+		Agent   *jsonAgent   `json:"allot_agent,omitempty"`
 	}{Bench: "cni-latency", Pods: r.Pods, Ratios: r.ratios()}
+	if a, d := r.AgentAdds, r.AgentDels; a.Add > 0 || d.Del > 0 {
+		out.Agent = &jsonAgent{AddMs: ms(a.Add), StatusMs: ms(a.Status), DelMs: ms(d.Del),
+			AddWrites: a.Writes, AddWriteMs: ms(a.Write), DelWrites: d.Writes, DelWriteMs: ms(d.Write)}
+	}
 	for _, res := range r.Results {
 		p := jsonPlugin{Plugin: res.Plugin, Skipped: res.Skipped}
 		if res.Skipped == "" {

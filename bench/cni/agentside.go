@@ -11,18 +11,18 @@ import (
 )
 
 // AgentSide is allot's agent's own account of a phase, from its /metrics:
-// the mean time it took to serve each verb (from receiving the request to
+// the mean time it took to serve ADD and DEL (from receiving the request to
 // answering it; the rest of what the runtime saw is the plugin's exec,
 // libcni's work and the socket), and its checkpoint writes.
 type AgentSide struct {
-	Add, Del, Status time.Duration
+	Add, Del time.Duration
 	// Writes are checkpoint writes in the phase, Write their mean.
 	Writes int
 	Write  time.Duration
 }
 
 // promTotals are the sum and count of the histograms AgentSide reads, by
-// series: "add", "del", "status" for allot_agent_cni_duration_seconds and
+// series: "add", "del" (and any other verb) for allot_agent_cni_duration_seconds and
 // "checkpoint" for allot_agent_checkpoint_write_seconds (every result).
 type promTotals map[string][2]float64
 
@@ -84,7 +84,6 @@ func agentSide(before, after promTotals) AgentSide {
 	var s AgentSide
 	s.Add, _ = mean(before, after, "add")
 	s.Del, _ = mean(before, after, "del")
-	s.Status, _ = mean(before, after, "status")
 	s.Write, s.Writes = mean(before, after, "checkpoint")
 	return s
 }

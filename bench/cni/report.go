@@ -64,9 +64,9 @@ func (r Report) WriteTable(w io.Writer) error {
 			rt.AddP50, rt.AddP99, rt.DelP50, rt.DelP99)
 	}
 	if a, d := r.AgentAdds, r.AgentDels; a.Add > 0 || d.Del > 0 {
-		fmt.Fprintf(w, "allot's agent, serving (mean): ADD %.3f ms, STATUS %.3f ms, DEL %.3f ms; "+
+		fmt.Fprintf(w, "allot's agent, serving (mean): ADD %.3f ms, DEL %.3f ms; "+
 			"checkpoint writes %d in the ADDs (mean %.3f ms), %d in the DELs (mean %.3f ms)\n",
-			ms(a.Add), ms(a.Status), ms(d.Del), a.Writes, ms(a.Write), d.Writes, ms(d.Write))
+			ms(a.Add), ms(d.Del), a.Writes, ms(a.Write), d.Writes, ms(d.Write))
 	}
 	return nil
 }
@@ -120,7 +120,6 @@ type jsonSummary struct {
 // jsonAgent is Report's AgentAdds and AgentDels: means in ms.
 type jsonAgent struct {
 	AddMs      float64 `json:"add_mean_ms"`
-	StatusMs   float64 `json:"status_mean_ms"`
 	DelMs      float64 `json:"del_mean_ms"`
 	AddWrites  int     `json:"add_phase_checkpoint_writes"`
 	AddWriteMs float64 `json:"add_phase_checkpoint_write_mean_ms"`
@@ -149,7 +148,7 @@ func (r Report) JSON() ([]byte, error) {
 		Agent   *jsonAgent   `json:"allot_agent,omitempty"`
 	}{Bench: "cni-latency", Pods: r.Pods, Ratios: r.ratios()}
 	if a, d := r.AgentAdds, r.AgentDels; a.Add > 0 || d.Del > 0 {
-		out.Agent = &jsonAgent{AddMs: ms(a.Add), StatusMs: ms(a.Status), DelMs: ms(d.Del),
+		out.Agent = &jsonAgent{AddMs: ms(a.Add), DelMs: ms(d.Del),
 			AddWrites: a.Writes, AddWriteMs: ms(a.Write), DelWrites: d.Writes, DelWriteMs: ms(d.Write)}
 	}
 	for _, res := range r.Results {

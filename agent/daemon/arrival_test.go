@@ -77,7 +77,7 @@ func TestNewENIWaitsForIMDS(t *testing.T) {
 func TestIMDSCheckCountsDisagreement(t *testing.T) {
 	e := newEnv(t)
 	cfg := e.config()
-	cfg.IMDSCheckAfter = time.Second // the address is taken back well within it
+	cfg.IMDSCheckAfter = 3 * time.Second // the address is taken back well within it
 	a := e.start(cfg, hostnettest.NewRecorder())
 	e.registered()
 	e.sim.World().SetIMDSLag(time.Hour)

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/allotnet/allot/awssim/ec2query"
+	"github.com/allotnet/allot/internal/ec2filter"
 )
 
 // filter is one Filter.N of a Describe request: the item matches when any
@@ -84,57 +85,12 @@ func matches[T any](item T, tags map[string]string, fs []filter, known fields[T]
 func anyMatch(got, patterns []string) bool {
 	for _, g := range got {
 		for _, p := range patterns {
-			if glob(p, g) {
+			if ec2filter.Match(p, g) {
 				return true
 			}
 		}
 	}
 	return false
-}
-
-// glob matches s against an EC2 filter pattern: * is any run of characters,
-// ? one character, and \ escapes the next character.
-func glob(p, s string) bool {
-	if !strings.ContainsAny(p, `*?\`) {
-		return p == s
-	}
-	// Iterative matcher with backtracking to the last star: linear-ish, no
-	// recursion, so a hostile pattern cannot blow the stack.
-	pi, si := 0, 0
-	starP, starS := -1, 0
-	for si < len(s) {
-		if pi < len(p) {
-			switch c := p[pi]; {
-			case c == '*':
-				starP, starS = pi, si
-				pi++
-				continue
-			case c == '?':
-				pi++
-				si++
-				continue
-			case c == '\\' && pi+1 < len(p):
-				if p[pi+1] == s[si] {
-					pi += 2
-					si++
-					continue
-				}
-			case c == s[si]:
-				pi++
-				si++
-				continue
-			}
-		}
-		if starP < 0 {
-			return false
-		}
-		starS++
-		pi, si = starP+1, starS
-	}
-	for pi < len(p) && p[pi] == '*' {
-		pi++
-	}
-	return pi == len(p)
 }
 
 func sortedKeys(m map[string]string) []string {

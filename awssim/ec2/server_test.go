@@ -69,19 +69,3 @@ func TestResponseEnvelope(t *testing.T) {
 		t.Errorf("content type %q", rec.Header().Get("Content-Type"))
 	}
 }
-
-func TestGlob(t *testing.T) {
-	cases := []struct {
-		p, s string
-		ok   bool
-	}{
-		{"abc", "abc", true}, {"a*", "abc", true}, {"*c", "abc", true}, {"a?c", "abc", true},
-		{"a?c", "ac", false}, {"*", "", true}, {`a\*`, "a*", true}, {`a\*`, "ab", false},
-		{"*b*d", "abcd", true}, {"*b*d", "abce", false}, {"a**", "a", true},
-	}
-	for _, c := range cases {
-		if got := glob(c.p, c.s); got != c.ok {
-			t.Errorf("glob(%q, %q) = %v", c.p, c.s, got)
-		}
-	}
-}

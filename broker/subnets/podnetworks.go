@@ -10,6 +10,7 @@ import (
 
 	"github.com/allotnet/allot/broker/ec2client"
 	"github.com/allotnet/allot/broker/store"
+	"github.com/allotnet/allot/internal/ec2filter"
 	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 )
 
@@ -205,7 +206,7 @@ func (s search) matching(all []ec2client.SubnetInfo) []ec2client.SubnetInfo {
 		ok := true
 		for k, want := range s.pn.SubnetTags {
 			got, has := x.Tags[k]
-			ok = ok && has && (want == "" || filterMatch(want, got))
+			ok = ok && has && (want == "" || ec2filter.Match(want, got))
 		}
 		if ok {
 			out = append(out, x)
@@ -268,44 +269,4 @@ func (d *Discoverer) recordFound(ctx context.Context, pn store.PodNetwork, xs []
 		d.found[pn.Name] = ids
 	}
 	return nil
-}
-
-// filterMatch matches s against an EC2 filter value: * is any run of
-// characters, ? one character, and \ takes the next character as itself.
-func filterMatch(p, s string) bool {
-	if !strings.ContainsAny(p, `*?\`) {
-		return p == s
-	}
-	// Backtrack to the last star only: linear enough, no recursion.
-	pi, si, starP, starS := 0, 0, -1, 0
-	for si < len(s) {
-		if pi < len(p) {
-			switch c := p[pi]; {
-			case c == '*':
-				starP, starS = pi, si
-				pi++
-				continue
-			case c == '?':
-				pi, si = pi+1, si+1
-				continue
-			case c == '\\' && pi+1 < len(p):
-				if p[pi+1] == s[si] {
-					pi, si = pi+2, si+1
-					continue
-				}
-			case c == s[si]:
-				pi, si = pi+1, si+1
-				continue
-			}
-		}
-		if starP < 0 {
-			return false
-		}
-		starS++
-		pi, si = starP+1, starS
-	}
-	for pi < len(p) && p[pi] == '*' {
-		pi++
-	}
-	return pi == len(p)
 }

@@ -1,10 +1,10 @@
-package subnets
+package ec2filter
 
 import "testing"
 
-// TestFilterMatch: tag values compare as EC2's filters compare them, so
-// one search for several pod networks finds what a search each would.
-func TestFilterMatch(t *testing.T) {
+// TestMatch: values compare as EC2's filters compare them: wildcards,
+// escapes, and exact values.
+func TestMatch(t *testing.T) {
 	for _, tc := range []struct {
 		pattern, s string
 		want       bool
@@ -25,9 +25,11 @@ func TestFilterMatch(t *testing.T) {
 		{`a\?`, "a?", true},
 		{`a\`, `a\`, true},
 		{"**", "", true},
+		{"abc", "abc", true}, {"a*", "abc", true}, {"*c", "abc", true}, {"a?c", "abc", true},
+		{"a?c", "ac", false}, {"*", "", true}, {"*b*d", "abcd", true}, {"*b*d", "abce", false}, {"a**", "a", true},
 	} {
-		if got := filterMatch(tc.pattern, tc.s); got != tc.want {
-			t.Errorf("filterMatch(%q, %q) = %v, want %v", tc.pattern, tc.s, got, tc.want)
+		if got := Match(tc.pattern, tc.s); got != tc.want {
+			t.Errorf("Match(%q, %q) = %v, want %v", tc.pattern, tc.s, got, tc.want)
 		}
 	}
 }

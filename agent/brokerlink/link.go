@@ -136,7 +136,8 @@ type Status struct {
 	// is computed against, sent with it so the broker can tell what it
 	// delivered since.
 	Known int
-	// Unconfirmed counts delivered addresses the node doesn't see yet.
+	// Unconfirmed counts delivered addresses not in the pool yet: those on
+	// an ENI new to the agent, which waits for IMDS to show it.
 	Unconfirmed int
 	// UnmetReason and UnmetMessage say why the broker is not meeting the
 	// node's demand ("budget_exhausted", "node_full", "not_ready"; the

@@ -51,38 +51,50 @@ func newTelemetry(m metric.Meter, a *Agent) (*instruments, error) {
 		return nil, err
 	}
 	if t.checkpoint, err = m.Float64Histogram("allot.agent.checkpoint.write", metric.WithUnit("s"),
-		metric.WithDescription("Time one checkpoint write took (write, fsync, rename), by result"),
+		metric.WithDescription("Time one checkpoint write took (an append and its fsync, or a compacting rewrite), by result"),
 		metric.WithExplicitBucketBoundaries(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1)); err != nil {
 		return nil, err
 	}
+	if err := registerPoolGauges(m, a); err != nil {
+		return nil, err
+	}
+	if err := registerNodeGauges(m, a); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// registerPoolGauges registers the pool's and the broker link's gauges,
+// read from the agent at each collection once it is ready.
+func registerPoolGauges(m metric.Meter, a *Agent) error {
 	addrs, err := m.Int64ObservableGauge("allot.agent.pool.addresses",
 		metric.WithDescription("Pool addresses by state (free, cooling, assigned, releasing)"))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	enis, err := m.Int64ObservableGauge("allot.agent.pool.enis", metric.WithDescription("ENIs in the pool"))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	pending, err := m.Int64ObservableGauge("allot.agent.adds.waiting",
 		metric.WithDescription("ADDs waiting for an address right now"))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	unconfirmed, err := m.Int64ObservableGauge("allot.agent.addresses.unconfirmed",
 		metric.WithDescription("Addresses the broker delivered that are not in the pool yet (their ENI not set up yet)"))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	disagreed, err := m.Int64ObservableCounter("allot.agent.imds.disagreements",
 		metric.WithDescription("Delivered addresses IMDS still didn't show well after they joined the pool"))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	connected, err := m.Int64ObservableGauge("allot.agent.broker.connected",
 		metric.WithDescription("1 while the broker answers, else 0"))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	_, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		if !a.ready.Load() {
@@ -105,13 +117,7 @@ func newTelemetry(m metric.Meter, a *Agent) (*instruments, error) {
 		o.ObserveInt64(connected, c)
 		return nil
 	}, addrs, enis, pending, unconfirmed, disagreed, connected)
-	if err != nil {
-		return nil, err
-	}
-	if err := registerNodeGauges(m, a); err != nil {
-		return nil, err
-	}
-	return t, nil
+	return err
 }
 
 // request records one CNI request.

@@ -189,20 +189,26 @@ func (e *Engine) deleteENI(ctx context.Context, rs *runState, eni store.ENI) err
 }
 
 // forget removes the record of an ENI that EC2 says does not exist, behind
-// a delete intent that never reaches EC2, so the removal is on record.
-func (e *Engine) forget(ctx context.Context, rs *runState, eni store.ENI, why string) error {
+// a delete intent that never reaches EC2, so the removal is on record. An
+// ENI given up by release releaseID ("" for none) finishes that release in
+// the same transaction (store.CompleteGiveUp).
+func (e *Engine) forget(ctx context.Context, rs *runState, eni store.ENI, releaseID, why string) error {
 	in, err := e.begin(ctx, rs, store.Intent{
-		Kind: store.IntentDelete, InstanceID: eni.InstanceID, ENIID: eni.ID, SubnetID: eni.SubnetID,
+		Kind: store.IntentDelete, InstanceID: eni.InstanceID, ENIID: eni.ID, SubnetID: eni.SubnetID, ReleaseID: releaseID,
 	})
 	if err != nil {
 		return err
 	}
 	defer rs.own(in.ID, false)
-	if err := e.st.CompleteDelete(ctx, in.ID, eni.ID); err != nil {
+	complete := e.st.CompleteDelete
+	if releaseID != "" {
+		complete = e.st.CompleteGiveUp
+	}
+	if err := complete(ctx, in.ID, eni.ID); err != nil {
 		return fmt.Errorf("remove record of vanished ENI %s: %w", eni.ID, err)
 	}
 	e.undeliver(rs, eni.InstanceID, eni.ID)
-	e.log.Warn("removed ENI record", "eni", eni.ID, "instance", eni.InstanceID, "reason", why)
+	e.log.Warn("removed ENI record", "eni", eni.ID, "instance", eni.InstanceID, "release", releaseID, "reason", why)
 	return nil
 }
 
@@ -217,9 +223,9 @@ func (e *Engine) deleteDetached(ctx context.Context, rs *runState, eni store.ENI
 	}
 	switch {
 	case !found && releaseID != "":
-		return e.forgetGivenUp(ctx, rs, eni, releaseID)
+		return e.forget(ctx, rs, eni, releaseID, "ENI given up by a release no longer exists in EC2")
 	case !found:
-		return e.forget(ctx, rs, eni, "detached ENI no longer exists in EC2")
+		return e.forget(ctx, rs, eni, "", "detached ENI no longer exists in EC2")
 	case x.Status != "available" || x.AttachmentID != "":
 		return errWait
 	case releaseID == "":

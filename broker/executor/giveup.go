@@ -29,7 +29,7 @@ func (e *Engine) giveUp(ctx context.Context, rs *runState, r store.Release, eni 
 		return true, err
 	}
 	if !found {
-		return true, e.forgetGivenUp(ctx, rs, eni, r.ID)
+		return true, e.forget(ctx, rs, eni, r.ID, "ENI given up by a release no longer exists in EC2")
 	}
 	if why := e.cannotGiveUp(x, eni, r); why != "" {
 		e.log.Warn("ENI not given up whole; its acknowledged addresses are unassigned instead",
@@ -109,25 +109,5 @@ func (e *Engine) deleteGivenUp(ctx context.Context, rs *runState, eni store.ENI,
 	e.count(func(s *Stats) { s.Released += int64(podAddresses(eni)) })
 	e.log.Info("release carried out: ENI deleted", "instance", eni.InstanceID, "release", releaseID, "eni", eni.ID,
 		"addresses", podAddresses(eni))
-	return nil
-}
-
-// forgetGivenUp removes the record of an ENI given up by a release that EC2
-// says does not exist, and finishes the release, behind a delete intent
-// that never reaches EC2.
-func (e *Engine) forgetGivenUp(ctx context.Context, rs *runState, eni store.ENI, releaseID string) error {
-	in, err := e.begin(ctx, rs, store.Intent{
-		Kind: store.IntentDelete, InstanceID: eni.InstanceID, ENIID: eni.ID, SubnetID: eni.SubnetID, ReleaseID: releaseID,
-	})
-	if err != nil {
-		return err
-	}
-	defer rs.own(in.ID, false)
-	if err := e.st.CompleteGiveUp(ctx, in.ID, eni.ID); err != nil {
-		return fmt.Errorf("remove record of vanished ENI %s: %w", eni.ID, err)
-	}
-	e.undeliver(rs, eni.InstanceID, eni.ID)
-	e.log.Warn("removed ENI record", "eni", eni.ID, "instance", eni.InstanceID, "release", releaseID,
-		"reason", "ENI given up by a release no longer exists in EC2")
 	return nil
 }

@@ -11,7 +11,9 @@
 // it has seen an ENI of the cluster tagged with another ID: before the
 // first mutating call of a term, whenever its last full look is older than
 // MaxAge, and in every DescribeNetworkInterfaces answer the engine and the
-// reconciler read anyway.
+// reconciler read anyway. The reconciler's describe of every ENI of the
+// cluster counts as a full look, and mutating calls that find the look
+// stale together share one new look.
 package splitguard
 
 import (
@@ -123,6 +125,11 @@ func (c *Client) Err() error {
 func (c *Client) Check(ctx context.Context) error {
 	c.look.Lock()
 	defer c.look.Unlock()
+	return c.lookLocked(ctx)
+}
+
+// lookLocked is Check with the look's lock held.
+func (c *Client) lookLocked(ctx context.Context) error {
 	at := c.cfg.Now()
 	enis, err := c.Client.DescribeENIs(ctx, ec2client.DescribeENIsInput{
 		Tags: map[string]string{ec2client.TagCluster: c.cfg.Cluster},
@@ -133,21 +140,40 @@ func (c *Client) Check(ctx context.Context) error {
 	if err := c.inspect(enis); err != nil {
 		return err
 	}
-	c.mu.Lock()
-	c.lookAt = at
-	c.mu.Unlock()
+	c.looked(at)
 	return nil
 }
 
-// allow is the gate of every mutating call.
-func (c *Client) allow(ctx context.Context) error {
+// looked notes a full look that began at at and found nothing foreign.
+func (c *Client) looked(at time.Time) {
 	c.mu.Lock()
-	err, fresh := c.tripped, c.cfg.Now().Sub(c.lookAt) < c.cfg.MaxAge && !c.lookAt.IsZero()
+	if at.After(c.lookAt) {
+		c.lookAt = at
+	}
 	c.mu.Unlock()
-	if err != nil || fresh {
+}
+
+// state is whether the guard's last full look is recent, and its error.
+func (c *Client) state() (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cfg.Now().Sub(c.lookAt) < c.cfg.MaxAge && !c.lookAt.IsZero(), c.tripped
+}
+
+// allow is the gate of every mutating call. When the last look is stale,
+// the calls that arrive meanwhile wait for one new look and share it:
+// the engine's workers reach the gate together, and a look describes
+// every ENI of the cluster.
+func (c *Client) allow(ctx context.Context) error {
+	if fresh, err := c.state(); err != nil || fresh {
 		return err
 	}
-	return c.Check(ctx)
+	c.look.Lock()
+	defer c.look.Unlock()
+	if fresh, err := c.state(); err != nil || fresh {
+		return err // another call looked while this one waited
+	}
+	return c.lookLocked(ctx)
 }
 
 // inspect trips the guard if any of enis belongs to the cluster and carries
@@ -185,14 +211,36 @@ func (c *Client) inspect(enis []ec2client.ENIInfo) error {
 	return err
 }
 
-// DescribeENIs passes through and inspects what EC2 answered.
+// DescribeENIs passes through and inspects what EC2 answered. A describe
+// of every ENI the cluster's brokers create (the cluster's tag, optionally
+// the owner's, nothing narrower: the reconciler's every pass) counts as a
+// full look when it shows nothing foreign, so the gate need not describe
+// them all again.
 func (c *Client) DescribeENIs(ctx context.Context, in ec2client.DescribeENIsInput) ([]ec2client.ENIInfo, error) {
+	at := c.cfg.Now()
 	enis, err := c.Client.DescribeENIs(ctx, in)
 	if err != nil {
 		return nil, err
 	}
-	_ = c.inspect(enis) // a trip refuses the next mutating call
+	if c.inspect(enis) == nil && c.fullLook(in) {
+		c.looked(at)
+	}
 	return enis, nil
+}
+
+// fullLook reports whether a describe lists every ENI a broker of the
+// cluster creates: every one carries the cluster's and the owner's tags.
+func (c *Client) fullLook(in ec2client.DescribeENIsInput) bool {
+	if len(in.IDs) > 0 || len(in.TagKeys) > 0 || in.InstanceID != "" || in.Status != "" || in.SubnetID != "" ||
+		in.Tags[ec2client.TagCluster] != c.cfg.Cluster {
+		return false
+	}
+	for k, v := range in.Tags {
+		if k != ec2client.TagCluster && (k != ec2client.TagOwner || v != ec2client.OwnerValue) {
+			return false
+		}
+	}
+	return true
 }
 
 // CreateENI tags the new ENI with this broker's store ID.

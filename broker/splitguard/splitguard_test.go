@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -245,5 +246,96 @@ func TestEveryMethodIsClassified(t *testing.T) {
 		if !reads[name] && !gated[name] {
 			t.Errorf("ec2client.Client.%s is neither a known read nor gated by splitguard.Client", name)
 		}
+	}
+}
+
+func describeCalls(sim *awssim.Sim) int64 { return sim.Counters()["DescribeNetworkInterfaces"].Calls }
+
+// TestWaitingCallsShareOneLook: mutating calls that reach a stale gate
+// together (the engine's workers do) wait for one look and share it, rather
+// than each describing every ENI of the cluster in turn.
+func TestWaitingCallsShareOneLook(t *testing.T) {
+	ctx := context.Background()
+	sim := startSim(t)
+	clk := &clock{t: time.Unix(1e9, 0)}
+	g := newGuard(t, sim, "st-a", clk)
+	const callers = 8
+	g.look.Lock() // a look in progress: every caller finds the gate stale and waits
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Go(func() { _ = g.DeleteENI(ctx, "eni-0000000000000dead") })
+	}
+	for waiting := 0; waiting < callers; {
+		time.Sleep(time.Millisecond)
+		waiting = waitingForLook()
+	}
+	before := describeCalls(sim)
+	g.look.Unlock()
+	wg.Wait()
+	if n := describeCalls(sim) - before; n != 1 {
+		t.Fatalf("%d calls waiting at a stale gate made %d describes of the cluster's ENIs, want 1", callers, n)
+	}
+}
+
+// waitingForLook counts the goroutines blocked on a guard's look lock.
+func waitingForLook() int {
+	buf := make([]byte, 1<<20)
+	n := 0
+	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+		if strings.Contains(g, "sync.(*Mutex).Lock") && strings.Contains(g, "splitguard.(*Client).") {
+			n++
+		}
+	}
+	return n
+}
+
+// TestReconcilerDescribeIsALook: a describe of every ENI with the
+// cluster's and the owner's tags (the reconciler's) that shows nothing
+// foreign counts as the gate's look; a narrower one does not, and one that
+// shows a foreign ENI trips the guard.
+func TestReconcilerDescribeIsALook(t *testing.T) {
+	ctx := context.Background()
+	sim := startSim(t)
+	clk := &clock{t: time.Unix(1e9, 0)}
+	g := newGuard(t, sim, "st-a", clk)
+	made, err := ec2Of(t, sim).CreateENI(ctx, createInput())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.DescribeENIs(ctx, ec2client.DescribeENIsInput{IDs: []string{made.ID}}); err != nil {
+		t.Fatal(err)
+	}
+	before := describeCalls(sim)
+	if _, err := g.AssignAddresses(ctx, made.ID, 1, false); err != nil {
+		t.Fatal(err)
+	}
+	if n := describeCalls(sim) - before; n != 1 {
+		t.Fatalf("after a describe by ID the gate described %d times, want a look of its own", n)
+	}
+
+	clk.add(DefaultMaxAge + time.Second)
+	all := ec2client.DescribeENIsInput{Tags: map[string]string{ec2client.TagCluster: cluster, ec2client.TagOwner: ec2client.OwnerValue}}
+	if _, err := g.DescribeENIs(ctx, all); err != nil {
+		t.Fatal(err)
+	}
+	before = describeCalls(sim)
+	if _, err := g.AssignAddresses(ctx, made.ID, 1, false); err != nil {
+		t.Fatal(err)
+	}
+	if n := describeCalls(sim) - before; n != 0 {
+		t.Fatalf("after the reconciler's describe of every ENI the gate described %d times, want 0", n)
+	}
+
+	// g's own ENI now carries st-a: to another state's guard the same
+	// describe is no look but a refusal.
+	if _, err := g.CreateENI(ctx, createInput()); err != nil {
+		t.Fatal(err)
+	}
+	b := newGuard(t, sim, "st-b", clk)
+	if _, err := b.DescribeENIs(ctx, all); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(b.Err(), ErrSplitBrain) || !b.lookAt.IsZero() {
+		t.Fatalf("a describe showing st-a's ENI: guard error %v, look at %v; want tripped, no look", b.Err(), b.lookAt)
 	}
 }

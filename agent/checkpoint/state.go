@@ -23,8 +23,9 @@ type State struct {
 	// InstanceID names the node the state belongs to, so a checkpoint
 	// carried to another instance (a reused disk image) is noticed.
 	InstanceID string `json:"instanceID,omitempty"`
-	// UsageSeq is the last sequence number used in a usage report; a new
-	// process continues above it so the broker never drops its reports.
+	// UsageSeq is a mark no usage report's sequence number is above (the
+	// pool reserves numbers in blocks); a new process continues above it
+	// so the broker never drops its reports.
 	UsageSeq    uint64       `json:"usageSeq"`
 	ENIs        []ENI        `json:"enis"`
 	Addresses   []Address    `json:"addresses"`

@@ -181,7 +181,7 @@ func TestGroupCommitFailureRollsBackBatch(t *testing.T) {
 		_, err := f.p.NextUsageSeq()
 		seqErr <- err
 	}()
-	waitFor(t, func() bool { return f.p.Snapshot().UsageSeq == seqBefore+1 })
+	waitFor(t, func() bool { return f.p.Snapshot().UsageSeq == seqBefore+UsageSeqBlock })
 	g.finish <- nil
 	if r := recv(t, results); r.key != key("w") || r.err != nil || !r.persisted {
 		t.Fatalf("batch 1: %+v", r)

@@ -68,12 +68,15 @@ type Pool struct {
 	cfg Config
 	log *slog.Logger
 
-	mu       sync.Mutex
-	enis     map[string]*ENI
-	addrs    map[netip.Addr]*addrRec
-	allocs   map[Key]*Allocation
-	usageSeq uint64
-	pending  int
+	mu     sync.Mutex
+	enis   map[string]*ENI
+	addrs  map[netip.Addr]*addrRec
+	allocs map[Key]*Allocation
+	// usageSeq is the last usage-report sequence number handed out;
+	// usageSeqMark, the highest one the checkpoint allows (NextUsageSeq).
+	usageSeq     uint64
+	usageSeqMark uint64
+	pending      int
 	// gaveUp lists when ADDs gave up waiting for an address, oldest first,
 	// for RetryLinger. Its own lock: an arriving ADD takes an entry off
 	// before it queues for mu.
@@ -161,7 +164,7 @@ func (p *Pool) restore(st checkpoint.State) error {
 	if st.InstanceID != "" && p.cfg.InstanceID != "" && st.InstanceID != p.cfg.InstanceID {
 		return fmt.Errorf("%w: it is %s's, this is %s", ErrWrongInstance, st.InstanceID, p.cfg.InstanceID)
 	}
-	p.usageSeq = st.UsageSeq
+	p.usageSeq, p.usageSeqMark = st.UsageSeq, st.UsageSeq
 	for _, e := range st.ENIs {
 		p.enis[e.ID] = &ENI{ID: e.ID, MAC: e.MAC, DeviceIndex: e.DeviceIndex, Primary: e.Primary,
 			SubnetID: e.SubnetID, SubnetCIDR: e.SubnetCIDR, PrimaryIP: e.PrimaryIP}
@@ -188,7 +191,7 @@ func (p *Pool) Snapshot() checkpoint.State {
 }
 
 func (p *Pool) snapshotLocked() checkpoint.State {
-	st := checkpoint.State{InstanceID: p.cfg.InstanceID, UsageSeq: p.usageSeq}
+	st := checkpoint.State{InstanceID: p.cfg.InstanceID, UsageSeq: p.usageSeqMark}
 	for _, e := range sortedENIs(p.enis) {
 		st.ENIs = append(st.ENIs, checkpoint.ENI{ID: e.ID, MAC: e.MAC, DeviceIndex: e.DeviceIndex, Primary: e.Primary,
 			SubnetID: e.SubnetID, SubnetCIDR: e.SubnetCIDR, PrimaryIP: e.PrimaryIP})
@@ -330,19 +333,34 @@ func (p *Pool) Usage() (assigned, free []netip.Addr) {
 	return assigned, free
 }
 
-// NextUsageSeq returns the next usage-report sequence number, persisted
-// before it is returned so a restarted agent never reuses one.
+// UsageSeqBlock is how many usage-report sequence numbers one checkpoint
+// write reserves.
+const UsageSeqBlock = 1024
+
+// NextUsageSeq returns the next usage-report sequence number. A restarted
+// agent must never reuse one (the broker ignores a report whose number is
+// not above the last it stored), so the checkpoint records a mark no
+// number handed out is above, and a restart continues from the mark. The
+// mark moves UsageSeqBlock at a time: one checkpoint write per block of
+// reports, not one per report, which would put a write after nearly every
+// ADD and DEL. A restart skips at most a block's unused numbers, well
+// within the jump the broker accepts.
 func (p *Pool) NextUsageSeq() (uint64, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	c := claim{usageSeq: true}
 	p.waitTurnLocked(c)
-	p.usageSeq++
-	seq := p.usageSeq
-	if err := p.commitLocked(func() { p.usageSeq-- }, c); err != nil {
+	if p.usageSeq < p.usageSeqMark {
+		p.usageSeq++
+		return p.usageSeq, nil
+	}
+	mark := p.usageSeqMark
+	p.usageSeqMark = p.usageSeq + UsageSeqBlock
+	if err := p.commitLocked(func() { p.usageSeqMark = mark }, c); err != nil {
 		return 0, err
 	}
-	return seq, nil
+	p.usageSeq++
+	return p.usageSeq, nil
 }
 
 // giveUp records an ADD that gave up waiting; its pod will be retried.

@@ -201,13 +201,25 @@ func (a *Agent) Run(ctx context.Context) error {
 	return nil
 }
 
+// repairToken is the token POST /v1/repair requires; empty (repair off)
+// without a token file.
+func (a *Agent) repairToken() (string, error) {
+	if a.cfg.RepairTokenPath == "" {
+		return "", nil
+	}
+	return introspect.LoadOrCreateRepairToken(a.cfg.RepairTokenPath)
+}
+
 // listenHTTP serves introspection on its loopback address and metrics
 // alone on the scrape address, each when configured.
 func (a *Agent) listenHTTP(wg *sync.WaitGroup) (*introspect.Server, *telemetry.Listener, error) {
 	var intro *introspect.Server
 	if a.cfg.IntrospectAddr != "" {
-		var err error
-		if intro, err = introspect.Listen(a.cfg.IntrospectAddr, a.source(), a.metrics, a.deps.Logger); err != nil {
+		tok, err := a.repairToken()
+		if err != nil {
+			return nil, nil, err
+		}
+		if intro, err = introspect.Listen(a.cfg.IntrospectAddr, a.source(), a.metrics, tok, a.deps.Logger); err != nil {
 			return nil, nil, err
 		}
 		wg.Go(func() {

@@ -75,6 +75,9 @@ type Config struct {
 	// IntrospectAddr is the localhost address of /v1/enis, /v1/pods,
 	// /healthz and /metrics; empty serves none.
 	IntrospectAddr string
+	// RepairTokenPath is the root-only file holding the token that POST
+	// /v1/repair requires (created when missing); empty turns repair off.
+	RepairTokenPath string
 	// MetricsAddr serves /metrics and /healthz alone, read-only, for
 	// Prometheus elsewhere in the cluster: it may be the node's IP (a
 	// hostNetwork agent) or 0.0.0.0. Empty serves none.

@@ -116,7 +116,7 @@ func TestRunServesSocketIntrospectionAndReplaysQueue(t *testing.T) {
 // port (the agent's own listener's port is not exported).
 func newIntrospectServer(t *testing.T, a *agentRun) string {
 	t.Helper()
-	s, err := introspect.Listen("127.0.0.1:0", a.source(), a.metrics, nil)
+	s, err := introspect.Listen("127.0.0.1:0", a.source(), a.metrics, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

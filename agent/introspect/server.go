@@ -1,9 +1,11 @@
 // Package introspect serves the agent's node-local introspection over HTTP
 // on a loopback address: /v1/enis and /v1/pods (JSON, the views operators
 // know from aws-vpc-cni), /v1/check (records against host devices),
-// /v1/logs (the latest log records), /healthz, and /metrics (OpenTelemetry instruments
-// through a Prometheus exporter). Metrics alone can also be served on the
-// node's address for in-cluster scraping (internal/telemetry.Listen).
+// /v1/logs (the latest log records), /healthz, /metrics (OpenTelemetry
+// instruments through a Prometheus exporter), and POST /v1/repair (host
+// devices made to match the records; it needs the repair token, token.go).
+// Metrics alone can also be served on the node's address for in-cluster
+// scraping (internal/telemetry.Listen).
 package introspect
 
 import (
@@ -139,8 +141,9 @@ type Server struct {
 // Listen binds addr, which must be a loopback address: what it serves
 // describes every pod on the node and is meant for the node's operator only
 // (metrics, which name no pod, may also be served elsewhere).
-// metrics may be nil (no /metrics).
-func Listen(addr string, src Source, metrics *telemetry.Metrics, log *slog.Logger) (*Server, error) {
+// metrics may be nil (no /metrics). repairToken guards POST /v1/repair
+// (LoadOrCreateRepairToken); empty turns the route off.
+func Listen(addr string, src Source, metrics *telemetry.Metrics, repairToken string, log *slog.Logger) (*Server, error) {
 	if err := checkLoopback(addr); err != nil {
 		return nil, err
 	}
@@ -152,7 +155,7 @@ func Listen(addr string, src Source, metrics *telemetry.Metrics, log *slog.Logge
 		return nil, fmt.Errorf("introspection listener: %w", err)
 	}
 	return &Server{
-		srv: &http.Server{Handler: Handler(src, metrics), ReadHeaderTimeout: 5 * time.Second},
+		srv: &http.Server{Handler: Handler(src, metrics, repairToken), ReadHeaderTimeout: 5 * time.Second},
 		lis: lis, log: log,
 	}, nil
 }
@@ -186,8 +189,9 @@ func (s *Server) Serve() error {
 // Shutdown stops serving, letting requests in flight finish until ctx ends.
 func (s *Server) Shutdown(ctx context.Context) error { return s.srv.Shutdown(ctx) }
 
-// Handler returns the introspection routes; metrics may be nil.
-func Handler(src Source, metrics *telemetry.Metrics) http.Handler {
+// Handler returns the introspection routes; metrics may be nil, and an
+// empty repairToken turns POST /v1/repair off.
+func Handler(src Source, metrics *telemetry.Metrics, repairToken string) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/enis", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, src.ENIs())
@@ -203,8 +207,12 @@ func Handler(src Source, metrics *telemetry.Metrics) http.Handler {
 		writeJSON(w, http.StatusOK, src.About())
 	})
 	// The one route that changes anything, and only the host's devices
-	// (to match the agent's own records): loopback only, as the rest.
-	mux.HandleFunc("POST /v1/repair", func(w http.ResponseWriter, _ *http.Request) {
+	// (to match the agent's own records): loopback, and the caller must
+	// show the repair token only root on the node can read.
+	mux.HandleFunc("POST /v1/repair", func(w http.ResponseWriter, r *http.Request) {
+		if !repairAllowed(w, r, repairToken) {
+			return
+		}
 		rep := src.RepairHost()
 		writeJSON(w, okOr(rep.Error == "", http.StatusInternalServerError), rep)
 	})

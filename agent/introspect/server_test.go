@@ -34,9 +34,17 @@ func (f fakeSource) Check() CheckReport {
 	return CheckReport{Pods: 1, HostVeths: 2, Findings: []Finding{{Class: "devices-without-pod", HostVeth: "alt1234"}}}
 }
 
+// testToken is the repair token serve's server requires.
+const testToken = "6c6f6f706261636b2069736e277420616e206964656e7469747920617420616c6c"
+
 func serve(t *testing.T, src Source, m *telemetry.Metrics) string {
 	t.Helper()
-	s, err := Listen("127.0.0.1:0", src, m, nil)
+	return serveWithToken(t, src, m, testToken)
+}
+
+func serveWithToken(t *testing.T, src Source, m *telemetry.Metrics, tok string) string {
+	t.Helper()
+	s, err := Listen("127.0.0.1:0", src, m, tok, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +115,7 @@ func TestHealthzNotReady(t *testing.T) {
 
 func TestListenRefusesNonLoopback(t *testing.T) {
 	for _, addr := range []string{"0.0.0.0:0", ":0", "10.0.0.1:61679", "example.com:80"} {
-		if _, err := Listen(addr, fakeSource{}, nil, nil); err == nil {
+		if _, err := Listen(addr, fakeSource{}, nil, testToken, nil); err == nil {
 			t.Errorf("Listen(%q) accepted a non-loopback address", addr)
 		}
 	}
@@ -118,7 +126,7 @@ func TestListenRefusesNonLoopback(t *testing.T) {
 // change the host).
 func TestRepairIsAPost(t *testing.T) {
 	base := serve(t, fakeSource{}, nil)
-	resp, err := http.Post(base+"/v1/repair", "", nil)
+	resp, err := postRepair(base, testToken)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -71,6 +71,8 @@ func newAgent(bins Binaries, r *run, p agentParams) (*Agent, error) {
 		"--socket=" + a.Socket,
 		"--del-queue-dir=" + a.DelQueue,
 		"--introspect-addr=" + a.Introspect,
+		// The nodes share this host, so they share one repair token.
+		"--repair-token-file=" + filepath.Join(r.dir, repairTokenName),
 		"--metrics-addr=" + a.Metrics,
 		"--mode=" + p.mode,
 		"--cooldown=" + max(p.cooldown, 0).String(),

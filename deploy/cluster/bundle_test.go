@@ -40,8 +40,8 @@ func readBundle(t *testing.T, path string) map[string]string {
 }
 
 // secrets are the key material of a cluster's run: the marker of any PEM
-// private key, and every base64 line of every key file the broker, the
-// agents and allotctl were given.
+// private key, every base64 line of every key file the broker, the agents
+// and allotctl were given, and the agents' repair token.
 func secrets(t *testing.T, c *Cluster) []string {
 	t.Helper()
 	var keys []string
@@ -53,6 +53,12 @@ func secrets(t *testing.T, c *Cluster) []string {
 		t.Fatalf("found %d key files under %s; the test would prove nothing", len(keys), c.Dir)
 	}
 	out := []string{"PRIVATE KEY"}
+	// The agents' repair token, which they write at start.
+	if b, err := os.ReadFile(c.RepairTokenFile()); err != nil || len(strings.TrimSpace(string(b))) != 64 {
+		t.Fatalf("repair token file %s: %q %v", c.RepairTokenFile(), b, err)
+	} else {
+		out = append(out, strings.TrimSpace(string(b)))
+	}
 	t.Logf("key files: %v", keys)
 	for _, k := range keys {
 		b, err := os.ReadFile(k)

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -54,7 +56,8 @@ func tryCheck(c *Cluster, extra ...string) (checkOutput, int, error) {
 		agents = append(agents, n.Agent.Introspect)
 	}
 	cmd := exec.Command(c.cfg.Binaries.Ctl, append(append([]string{"--broker", c.Broker.Addr, "--timeout", "30s"},
-		c.pki.ctlAdminArgs()...), append([]string{"check", "--agents", strings.Join(agents, ","), "-o", "json"}, extra...)...)...)
+		c.pki.ctlAdminArgs()...), append([]string{"check", "--agents", strings.Join(agents, ","), "-o", "json",
+		"--agent-token-file=" + c.RepairTokenFile()}, extra...)...)...)
 	out, err := cmd.Output()
 	code := 0
 	var ee *exec.ExitError
@@ -246,6 +249,24 @@ func repairDrift(t *testing.T, c *Cluster, node *Node, victim, stray string) {
 	}
 	if n := dry.classes(); n["pod-without-devices"] == 0 || n["devices-without-pod"] == 0 {
 		t.Errorf("the dry run changed something: %v", n)
+	}
+
+	// A caller without the agents' token changes nothing.
+	wrong := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(wrong, []byte(strings.Repeat("ab", 32)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	refused, _, err := tryCheck(c, "--repair", "--dry-run=false", "--agent-token-file="+wrong)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range refused.Fixes {
+		if f.By != "reconciler" && (f.Applied || !strings.Contains(f.Result, "wrong repair token")) {
+			t.Errorf("fix with a wrong token: %+v", f)
+		}
+	}
+	if n := refused.classes(); n["pod-without-devices"] == 0 || n["devices-without-pod"] == 0 {
+		t.Errorf("a repair with a wrong token changed the host: %v", n)
 	}
 
 	applied, _, err := tryCheck(c, "--repair", "--dry-run=false")

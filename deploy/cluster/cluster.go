@@ -318,6 +318,14 @@ func (c *Cluster) Node(instanceID string) *Node {
 // TerminateInstance).
 func (c *Cluster) LiveNodes() []*Node { return c.liveNodes() }
 
+// repairTokenName is the file, in the run's directory, of the repair token
+// all the nodes' agents share (they share this host).
+const repairTokenName = "repair-token"
+
+// RepairTokenFile is the agents' repair token file, for allotctl check
+// --repair --agent-token-file.
+func (c *Cluster) RepairTokenFile() string { return filepath.Join(c.Dir, repairTokenName) }
+
 // liveNodes are the nodes not removed with TerminateInstance.
 func (c *Cluster) liveNodes() []*Node {
 	c.mu.Lock()

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/allotnet/allot/agent/brokerlink"
@@ -132,6 +133,9 @@ func hostFlags(fs *flag.FlagSet, c *config) (exclude *string) {
 	a := &c.agent
 	fs.StringVar(&a.SocketPath, "socket", plugin.DefaultAgentSocket, "CNI unix socket (mode 0600)")
 	fs.StringVar(&a.IntrospectAddr, "introspect-addr", "127.0.0.1:61679", "loopback address of /v1/enis, /v1/pods, /healthz, /metrics (empty: off)")
+	fs.StringVar(&a.RepairTokenPath, "repair-token-file", "",
+		"root-only file with the token POST /v1/repair needs (allotctl check --repair), created when missing "+
+			"(default: repair-token beside the checkpoint; none: repair off)")
 	fs.StringVar(&a.MetricsAddr, "metrics-addr", "", "address serving /metrics and /healthz alone, read-only, for Prometheus "+
 		"in the cluster: the node's IP (e.g. $(NODE_IP):61678) or 0.0.0.0:61678 (empty: off)")
 	fs.StringVar(&a.DelQueueDir, "del-queue-dir", plugin.DefaultDelQueueDir, "directory where the plugin queues DELs while the agent is down (empty: no replay)")
@@ -182,6 +186,12 @@ func (c *config) finish(raw rawFlags) error {
 	}
 	if c.memoryLimitMiB < 0 {
 		return errors.New("--memory-limit-mib must not be negative")
+	}
+	switch a.RepairTokenPath {
+	case "":
+		a.RepairTokenPath = filepath.Join(filepath.Dir(a.CheckpointPath), "repair-token")
+	case "none":
+		a.RepairTokenPath = ""
 	}
 	if a.Cooldown == 0 {
 		a.Cooldown = -1 // an explicit 0 on the command line means none

@@ -54,6 +54,9 @@ func TestParseFlags(t *testing.T) {
 	if a.DemandInterval != 250*time.Millisecond {
 		t.Errorf("--demand-interval=250ms gave %v", a.DemandInterval)
 	}
+	if a.RepairTokenPath != "/tmp/x/repair-token" {
+		t.Errorf("repair token file %q, want it beside the checkpoint", a.RepairTokenPath)
+	}
 	if a.MaxAddWait != 5*time.Second || !a.ExternalSNAT || a.CheckpointPath != "/tmp/x/ck.json" || a.IntrospectAddr != "" {
 		t.Errorf("config %+v", a)
 	}
@@ -65,6 +68,13 @@ func TestParseFlags(t *testing.T) {
 	d, err := parseFlags([]string{"--imds-endpoint=http://127.0.0.1:9999", "--broker=b:1"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if d.agent.RepairTokenPath != "/var/lib/allot/repair-token" {
+		t.Errorf("default repair token file %q", d.agent.RepairTokenPath)
+	}
+	off, err := parseFlags([]string{"--imds-endpoint=http://127.0.0.1:9999", "--broker=b:1", "--repair-token-file=none"}, io.Discard)
+	if err != nil || off.agent.RepairTokenPath != "" {
+		t.Errorf("--repair-token-file=none: %q %v, want repair off", off.agent.RepairTokenPath, err)
 	}
 	if d.agent.SocketPath != "/run/allot/cni.sock" || d.agent.DelQueueDir != "/var/lib/allot/del-queue" || d.agent.Cooldown != 30*time.Second {
 		t.Errorf("defaults %+v", d.agent)

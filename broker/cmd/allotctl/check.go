@@ -29,6 +29,7 @@ var (
 	checkAgents     string
 	checkRepair     bool
 	checkDryRun     bool
+	checkTokenFile  string
 )
 
 func checkFlags(fs *flag.FlagSet) {
@@ -39,6 +40,8 @@ func checkFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&checkRepair, "repair", false, "list the safe fix of each finding that has one (restore a recorded pod's host devices, "+
 		"remove devices no record accounts for); with --dry-run=false, apply them and check again. No address is ever freed")
 	fs.BoolVar(&checkDryRun, "dry-run", true, "with --repair: only list the fixes")
+	fs.StringVar(&checkTokenFile, "agent-token-file", "/var/lib/allot/repair-token",
+		"with --repair --dry-run=false: the agents' repair token file (the agent's --repair-token-file, readable by root on the node)")
 }
 
 // finding is one row of the check's output.
@@ -82,7 +85,7 @@ func cmdCheck(ctx context.Context, c *client, args []string, o *options, out io.
 	if checkRepair {
 		fixes := planFixes(res.Findings)
 		if !checkDryRun && len(fixes) > 0 {
-			applyFixes(ctx, fixes)
+			applyFixes(ctx, fixes, checkTokenFile)
 			if res, err = runCheck(ctx, c); err != nil {
 				return err
 			}

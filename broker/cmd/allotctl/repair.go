@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 
 	"github.com/allotnet/allot/internal/supportbundle"
@@ -61,9 +62,11 @@ type agentRepair struct {
 	Error    string   `json:"error"`
 }
 
-// applyFixes asks each agent with a fix to repair its host once, and
-// records the outcome on its fixes. The reconciler's are left to it.
-func applyFixes(ctx context.Context, fixes []fix) {
+// applyFixes asks each agent with a fix to repair its host once, showing
+// the repair token in tokenFile, and records the outcome on its fixes. The
+// reconciler's are left to it.
+func applyFixes(ctx context.Context, fixes []fix, tokenFile string) {
+	tok, tokErr := readToken(tokenFile)
 	done := map[string]string{}
 	for i := range fixes {
 		f := &fixes[i]
@@ -71,19 +74,36 @@ func applyFixes(ctx context.Context, fixes []fix) {
 			f.Result = "left to the leader's reconciler"
 			continue
 		}
-		if _, ok := done[f.By]; !ok {
-			done[f.By] = repairAgent(ctx, f.By)
+		if _, ok := done[f.By]; !ok && tokErr != nil {
+			done[f.By] = "failed: " + tokErr.Error()
+		} else if !ok {
+			done[f.By] = repairAgent(ctx, f.By, tok)
 		}
 		f.Result = done[f.By]
 		f.Applied = !strings.HasPrefix(f.Result, "failed")
 	}
 }
 
-func repairAgent(ctx context.Context, addr string) string {
+// readToken reads the agents' repair token.
+func readToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("read the agents' repair token (run allotctl as root on the node, "+
+			"or pass --agent-token-file): %w", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("the repair token file %s is empty", path)
+	}
+	return tok, nil
+}
+
+func repairAgent(ctx context.Context, addr, tok string) string {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, supportbundle.AgentURL(addr, "/v1/repair"), nil)
 	if err != nil {
 		return fmt.Sprintf("failed: agent address %q: %v", addr, err)
 	}
+	req.Header.Set("Authorization", "Bearer "+tok)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return fmt.Sprintf("failed: ask the agent: %v", err)

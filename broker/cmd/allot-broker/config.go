@@ -76,6 +76,9 @@ type config struct {
 
 	// podSubnets selects the subnets recorded at start.
 	podSubnets subnets.Selector
+
+	// memLimit is the Go runtime's soft memory limit; main applies it.
+	memLimit memoryLimit
 }
 
 // insecureFlag serves anyone in plaintext. Its name says so, so nobody sets
@@ -102,7 +105,7 @@ func usage(fs *flag.FlagSet) {
 // parseFlags builds the config from args.
 func parseFlags(args []string, stderr io.Writer) (config, error) {
 	host, _ := os.Hostname()
-	c := config{}
+	c := config{memLimit: memoryLimit{auto: true}}
 	fs := flag.NewFlagSet("allot-broker", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.name, "name", host, "this replica's name in leader election and status")
@@ -131,6 +134,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.electionTTL, "election-ttl", leader.DefaultTTL, "leader session TTL: how long a dead leader keeps the lead (a standby's first EC2 call comes within about twice this)")
 	fs.DurationVar(&c.nodeTTL, "node-ttl", 30*time.Second, "how long a node counts as alive after its last heartbeat")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight calls may run after SIGTERM")
+	fs.Var(&c.memLimit, "memory-limit", "soft limit on the Go runtime's memory, e.g. 450MiB: the garbage collector works harder near it "+
+		"instead of letting the heap grow to twice what is live; auto: GOMEMLIMIT if set, else 85% of the container's memory limit "+
+		"(cgroup), else none; 0: none")
 	logFlags := logfmt.Register(fs, "info")
 	buildinfo.Flag(fs)
 	vpcs := c.securityFlags(fs)

@@ -237,21 +237,6 @@ func (l *Limiter) untake(c Class, canceled bool) {
 	}
 }
 
-// TryTake takes a token of class c if one is there now, without waiting and
-// without jumping ahead of callers already waiting.
-func (l *Limiter) TryTake(c Class) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	b := l.bucketLocked(c, l.clock.Now())
-	if b.tokens < 1 || b.pace != nil {
-		// A paced bucket lets one call out at a time, through Acquire.
-		return false
-	}
-	b.tokens--
-	b.stats.Taken++
-	return true
-}
-
 // Drain empties c's bucket. Call it when EC2 answered RequestLimitExceeded:
 // someone else in the account used the tokens we counted on, so the real
 // bucket is empty now. Waiters already scheduled keep their turns.

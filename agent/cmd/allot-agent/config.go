@@ -103,6 +103,9 @@ func brokerFlags(fs *flag.FlagSet, c *config) (brokers *string) {
 	fs.DurationVar(&a.DemandInterval, "demand-interval", brokerlink.DefaultDemandInterval,
 		"coalesce demand updates to the broker: the first change goes at once, later ones within this interval "+
 			"together at its end (0: every change at once)")
+	fs.DurationVar(&a.IMDSCheckAfter, "imds-check-after", daemon.DefaultIMDSCheckAfter,
+		"how long after the broker's delivered addresses joined the pool IMDS is asked whether it shows them "+
+			"(a disagreement is logged and counted in allot.agent.imds.disagreements; it gates nothing; 0: no check)")
 	return brokers
 }
 
@@ -195,6 +198,9 @@ func (c *config) finish(raw rawFlags) error {
 	}
 	if a.Cooldown == 0 {
 		a.Cooldown = -1 // an explicit 0 on the command line means none
+	}
+	if a.IMDSCheckAfter == 0 {
+		a.IMDSCheckAfter = -1 // an explicit 0: no check
 	}
 	if a.DemandInterval == 0 {
 		a.DemandInterval = -1 // likewise: no coalescing

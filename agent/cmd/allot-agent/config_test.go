@@ -72,9 +72,18 @@ func TestParseFlags(t *testing.T) {
 	if d.agent.RepairTokenPath != "/var/lib/allot/repair-token" {
 		t.Errorf("default repair token file %q", d.agent.RepairTokenPath)
 	}
-	off, err := parseFlags([]string{"--imds-endpoint=http://127.0.0.1:9999", "--broker=b:1", "--repair-token-file=none"}, io.Discard)
-	if err != nil || off.agent.RepairTokenPath != "" {
-		t.Errorf("--repair-token-file=none: %q %v, want repair off", off.agent.RepairTokenPath, err)
+	if d.agent.IMDSCheckAfter != daemon.DefaultIMDSCheckAfter {
+		t.Errorf("default IMDS check after %v", d.agent.IMDSCheckAfter)
+	}
+	off, err := parseFlags([]string{"--imds-endpoint=http://127.0.0.1:9999", "--broker=b:1", "--repair-token-file=none",
+		"--imds-check-after=0"}, io.Discard)
+	if err != nil || off.agent.RepairTokenPath != "" || off.agent.IMDSCheckAfter >= 0 {
+		t.Errorf("--repair-token-file=none --imds-check-after=0: %q %v %v, want repair and the check off",
+			off.agent.RepairTokenPath, off.agent.IMDSCheckAfter, err)
+	}
+	later, err := parseFlags([]string{"--imds-endpoint=http://127.0.0.1:9999", "--broker=b:1", "--imds-check-after=45s"}, io.Discard)
+	if err != nil || later.agent.IMDSCheckAfter != 45*time.Second {
+		t.Errorf("--imds-check-after=45s: %v %v", later.agent.IMDSCheckAfter, err)
 	}
 	if d.agent.SocketPath != "/run/allot/cni.sock" || d.agent.DelQueueDir != "/var/lib/allot/del-queue" || d.agent.Cooldown != 30*time.Second {
 		t.Errorf("defaults %+v", d.agent)

@@ -36,6 +36,8 @@ type Intents interface {
 	ListIntents(ctx context.Context) ([]store.Intent, error)
 	ListOpenIntents(ctx context.Context) ([]store.Intent, error)
 	PruneIntents(ctx context.Context, olderThan time.Time) (int, error)
+	// DeleteIntents deletes finished intents the engine's view names.
+	DeleteIntents(ctx context.Context, old []store.Intent) (int, error)
 	CompleteCreate(ctx context.Context, intentID string, eni store.ENI) error
 	CompleteAttach(ctx context.Context, intentID, eniID string, deviceIndex int) error
 	CompleteModify(ctx context.Context, intentID string) error

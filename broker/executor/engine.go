@@ -302,9 +302,17 @@ func (e *Engine) Run(ctx context.Context) error {
 	return nil
 }
 
-// prune deletes finished intents and releases older than Retain.
+// prune deletes finished intents and releases older than Retain. The
+// view knows the finished intents; without it every intent is read.
 func (e *Engine) prune(ctx context.Context, now time.Time) {
-	if n, err := e.st.PruneIntents(ctx, now.Add(-retain)); err != nil {
+	var n int
+	var err error
+	if e.viewLive() {
+		n, err = e.st.DeleteIntents(ctx, e.view.prunable(now.Add(-retain)))
+	} else {
+		n, err = e.st.PruneIntents(ctx, now.Add(-retain))
+	}
+	if err != nil {
 		e.log.Warn("pruning intents", "err", err)
 	} else if n > 0 {
 		e.log.Debug("pruned intents", "count", n)

@@ -41,6 +41,10 @@ type view struct {
 	// writer's (the reconciler's, a previous leader's), followed like the
 	// rest instead of read in full.
 	intents map[string]store.Intent
+	// finished are the done and failed intents etcd still keeps, with
+	// what pruning them needs (store.Records.Finished), so a prune need
+	// not read every intent.
+	finished map[string]store.Intent
 	// bad holds the records that do not decode, by kind and id.
 	bad map[store.RecordKind]map[string]store.Quarantined
 
@@ -88,6 +92,7 @@ func (v *view) reset(r *store.Records) {
 	v.releases = byID(r.Releases, func(rel store.Release) string { return rel.ID })
 	v.podnets = byID(r.PodNetworks, func(pn store.PodNetwork) string { return pn.Name })
 	v.intents = byID(r.Intents, func(in store.Intent) string { return in.ID })
+	v.finished = byID(r.Finished, func(in store.Intent) string { return in.ID })
 	v.bad = map[store.RecordKind]map[string]store.Quarantined{}
 	for _, q := range r.Quarantined {
 		v.setBad(store.RecordKind(q.Kind), q.ID, &q)
@@ -181,14 +186,36 @@ func (v *view) apply(c store.Change) {
 	case store.RecordPodNetwork:
 		putOrDelete(v.podnets, c)
 	case store.RecordIntent:
-		// Only open intents are kept: done and failed ones stay in etcd
-		// until pruned, but nothing plans from them.
-		if in, ok := c.Record.(store.Intent); ok && !c.Deleted && in.State == store.IntentOpen {
-			v.intents[c.ID] = in
-		} else {
-			delete(v.intents, c.ID)
+		v.applyIntent(c)
+	}
+}
+
+// applyIntent keeps an open intent whole and a finished one (done and
+// failed ones stay in etcd until pruned, but nothing plans from them) as
+// much as pruning needs.
+func (v *view) applyIntent(c store.Change) {
+	delete(v.intents, c.ID)
+	delete(v.finished, c.ID)
+	in, ok := c.Record.(store.Intent)
+	switch {
+	case !ok || c.Deleted:
+	case in.State == store.IntentOpen:
+		v.intents[c.ID] = in
+	default:
+		v.finished[c.ID] = store.Intent{ID: in.ID, State: in.State, CreatedAt: in.CreatedAt, FinishedAt: in.FinishedAt, Rev: in.Rev}
+	}
+}
+
+// prunable returns the finished intents that finished before olderThan.
+func (v *view) prunable(olderThan time.Time) []store.Intent {
+	var out []store.Intent
+	for _, in := range v.finished {
+		if store.Prunable(in, olderThan) {
+			out = append(out, in)
 		}
 	}
+	slices.SortFunc(out, store.IntentOrder)
+	return out
 }
 
 // applyENI applies an ENI's change to the records and to its node's list.

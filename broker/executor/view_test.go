@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"reflect"
 	"slices"
 	"sync/atomic"
@@ -229,5 +230,87 @@ func TestViewSnapshotIsolated(t *testing.T) {
 	after.Intents = []store.Intent{{ID: "int-2", InstanceID: "i-3", State: store.IntentOpen}}
 	if got := v.snapshot(v.openIntents()); !reflect.DeepEqual(got, fresh(after)) {
 		t.Fatalf("snapshot after the changes\n%+v\nwant\n%+v", got, fresh(after))
+	}
+}
+
+// pruneCounter counts the reads of every intent a prune can make.
+type pruneCounter struct {
+	Store
+	full atomic.Int32
+}
+
+func (c *pruneCounter) PruneIntents(ctx context.Context, olderThan time.Time) (int, error) {
+	c.full.Add(1)
+	return c.Store.PruneIntents(ctx, olderThan)
+}
+
+func (c *pruneCounter) ListIntents(ctx context.Context) ([]store.Intent, error) {
+	c.full.Add(1)
+	return c.Store.ListIntents(ctx)
+}
+
+// TestPruneFromView: while the engine follows etcd, a prune deletes the
+// finished intents its view knows (from the first read and from changes)
+// that finished before the retention, without reading every intent, and
+// leaves open and younger ones.
+func TestPruneFromView(t *testing.T) {
+	cli := etcdembedtest.Start(t)
+	st, err := store.Open(cli, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := &pruneCounter{Store: st}
+	e := &Engine{st: newSerialStore(pc), stats: newStats(), log: slog.New(slog.DiscardHandler)}
+	ctx, cancel := context.WithTimeout(store.WithWriteMark(context.Background(), &e.written), 30*time.Second)
+	defer cancel()
+	if _, err := st.PutSubnet(ctx, store.Subnet{ID: "subnet-1", CIDR: "10.0.0.0/24", Usable: 251}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.PutNode(ctx, store.Node{InstanceID: "i-1", InstanceType: "m5.large", SubnetID: "subnet-1"}); err != nil {
+		t.Fatal(err)
+	}
+	finish := func() store.Intent {
+		t.Helper()
+		in, err := st.BeginIntent(ctx, store.Intent{Kind: store.IntentCreate, InstanceID: "i-1", SubnetID: "subnet-1", Reserved: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.FailIntent(ctx, in.ID, errors.New("refused")); err != nil {
+			t.Fatal(err)
+		}
+		if in, err = st.GetIntent(ctx, in.ID); err != nil {
+			t.Fatal(err)
+		}
+		return in
+	}
+	early := finish() // in the view's first read
+	open, err := st.BeginIntent(ctx, store.Intent{Kind: store.IntentCreate, InstanceID: "i-1", SubnetID: "subnet-1", Reserved: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.view, e.updates = &view{}, e.st.Follow(ctx).Updates()
+	later := finish() // a change the view applies
+	young := finish()
+	if !e.caughtUp(ctx) {
+		t.Fatal("the view did not catch up")
+	}
+	e.prune(ctx, later.FinishedAt.Add(retain+time.Nanosecond))
+	left, err := st.ListIntents(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, in := range left {
+		ids = append(ids, in.ID)
+	}
+	slices.Sort(ids)
+	want := []string{open.ID, young.ID}
+	slices.Sort(want)
+	if !slices.Equal(ids, want) {
+		t.Errorf("after the prune etcd keeps intents %v, want the open %s and the younger %s (%s and %s pruned)",
+			ids, open.ID, young.ID, early.ID, later.ID)
+	}
+	if n := pc.full.Load(); n != 0 {
+		t.Errorf("the prune read every intent %d times, want none", n)
 	}
 }

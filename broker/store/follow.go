@@ -47,6 +47,10 @@ type Records struct {
 	PodNetworks []PodNetwork
 	// Intents are the open intents, oldest first; only with FollowIntents.
 	Intents []Intent
+	// Finished are the done and failed intents etcd still keeps (until
+	// pruned), with only ID, State, CreatedAt, FinishedAt and Rev set;
+	// only with FollowIntents.
+	Finished []Intent
 	// Quarantined are subnet, node, usage, status, demand and pod network
 	// records that do not decode, left out of the lists above (see
 	// Planning).
@@ -281,6 +285,11 @@ func (s *Store) readRecords(ctx context.Context, intents bool) (*Records, error)
 		all, err := list[*Intent](v, kindIntents)
 		if err != nil {
 			return nil, err
+		}
+		for _, in := range all {
+			if in.State != IntentOpen {
+				r.Finished = append(r.Finished, Intent{ID: in.ID, State: in.State, CreatedAt: in.CreatedAt, FinishedAt: in.FinishedAt, Rev: in.Rev})
+			}
 		}
 		r.Intents = openOldestFirst(all)
 	}

@@ -241,6 +241,8 @@ const pruneBatch = 50
 // PruneIntents deletes done and failed intents that finished before
 // olderThan, and returns how many it deleted. Open intents are never
 // pruned. An intent changed since it was read is left for the next prune.
+// It reads every intent; a reader that follows them (FollowIntents) knows
+// the finished ones and deletes them with DeleteIntents instead.
 func (s *Store) PruneIntents(ctx context.Context, olderThan time.Time) (int, error) {
 	all, err := s.ListIntents(ctx)
 	if err != nil {
@@ -248,14 +250,27 @@ func (s *Store) PruneIntents(ctx context.Context, olderThan time.Time) (int, err
 	}
 	var old []Intent
 	for _, in := range all {
-		at := in.FinishedAt
-		if at.IsZero() {
-			at = in.CreatedAt
-		}
-		if in.State != IntentOpen && at.Before(olderThan) {
+		if Prunable(in, olderThan) {
 			old = append(old, in)
 		}
 	}
+	return s.DeleteIntents(ctx, old)
+}
+
+// Prunable reports whether an intent is done or failed and finished
+// before olderThan (one without a finish time counts from its creation).
+func Prunable(in Intent, olderThan time.Time) bool {
+	at := in.FinishedAt
+	if at.IsZero() {
+		at = in.CreatedAt
+	}
+	return in.State != IntentOpen && at.Before(olderThan)
+}
+
+// DeleteIntents deletes the given intents, each only if its record is still
+// at in.Rev (so an intent changed since, say reopened by a restore, is
+// left), and returns how many it deleted. Only ID and Rev are read.
+func (s *Store) DeleteIntents(ctx context.Context, old []Intent) (int, error) {
 	n := 0
 	for batch := range slices.Chunk(old, pruneBatch) {
 		cmps := make([]clientv3.Cmp, 0, len(batch))

@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"regexp"
 	"strings"
 	"syscall"
 
@@ -51,6 +52,8 @@ func run(args []string) int {
 	upDown := fs.Bool("updown", false, "after the burst, delete every pod, wait for the pools to give back their excess, and burst again (use with --nodes 500 --pods-per-node 46)")
 	downWindow := fs.Duration("down-window", burst.DefaultDownWindow, "with --updown: how long (simulated) the pods' deletion is spread over")
 	brokerProfile := fs.String("broker-cpuprofile", "", "write the broker's CPU profile (the whole run) to this path plus a suffix")
+	memLimit := fs.String("broker-memory-limit", "", "the broker's Go soft memory limit (GOMEMLIMIT for its process, e.g. 600MiB), "+
+		"as allot-broker's --memory-limit sets it in a container; empty: none")
 	logFlags := logfmt.Register(fs, "error")
 	buildinfo.Flag(fs)
 	if err := fs.Parse(args); err != nil {
@@ -66,6 +69,10 @@ func run(args []string) int {
 	level, err := logFlags.Parse()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "allot-scale: %v\n", err)
+		return 2
+	}
+	if *memLimit != "" && !memLimitSyntax.MatchString(*memLimit) {
+		fmt.Fprintf(os.Stderr, "allot-scale: --broker-memory-limit %q: want a size such as 600MiB\n", *memLimit)
 		return 2
 	}
 	if *ts <= 0 || *idle <= 0 {
@@ -85,9 +92,7 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "allot-scale: find own executable: %v\n", err)
 		return 1
 	}
-	cfg.Spawn = func(role string, args []string) *exec.Cmd {
-		return exec.Command(self, append([]string{role}, args...)...)
-	}
+	cfg.Spawn = spawner(self, *memLimit)
 	if *childLogs {
 		cfg.ChildStderr = os.Stderr
 	}
@@ -138,6 +143,22 @@ func run(args []string) int {
 	}
 	return 0
 }
+
+// spawner starts the children as this executable's subcommands, the
+// broker with memLimit as its GOMEMLIMIT when given.
+func spawner(self, memLimit string) func(role string, args []string) *exec.Cmd {
+	return func(role string, args []string) *exec.Cmd {
+		cmd := exec.Command(self, append([]string{role}, args...)...)
+		if role == "broker" && memLimit != "" {
+			cmd.Env = append(os.Environ(), "GOMEMLIMIT="+memLimit)
+		}
+		return cmd
+	}
+}
+
+// memLimitSyntax is the form of GOMEMLIMIT the flag accepts: a number of
+// bytes with an optional unit.
+var memLimitSyntax = regexp.MustCompile(`^[0-9]+(B|KiB|MiB|GiB)?$`)
 
 // loadAverage is the machine's 1, 5 and 15-minute load averages.
 func loadAverage() string {

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
 	"github.com/allotnet/allot/awssim"
+	"github.com/allotnet/allot/awssim/scenario"
 )
 
 func imdsGet(t *testing.T, h *harness, c *imds.Client, path string) (string, bool) {
@@ -110,5 +111,49 @@ func TestIMDSLagsEC2(t *testing.T) {
 	}
 	if _, err := h.sim.IMDSEndpoint(inst); err == nil {
 		t.Fatal("IMDS endpoint of a removed instance still listed")
+	}
+}
+
+// TestIMDSOutage: while an instance's IMDS is down its listener answers
+// nothing (the SDK's client fails after its retries), other instances'
+// IMDS is unaffected, and the same client reads again once it is back.
+func TestIMDSOutage(t *testing.T) {
+	sc := testScenario()
+	sc.Throttle.Disabled = true
+	sc.Instances = append(sc.Instances, scenario.Instance{ID: "i-0000000000000c5a2", Subnet: "b", Type: "c5.xlarge"})
+	h := start(t, awssim.Config{Scenario: sc})
+	var insts []string
+	for _, in := range h.sim.World().Instances() {
+		insts = append(insts, in.ID)
+	}
+	if len(insts) < 2 {
+		t.Fatalf("scenario has %d instances, want two", len(insts))
+	}
+	clients := map[string]*imds.Client{}
+	for _, id := range insts[:2] {
+		url, err := h.sim.IMDSEndpoint(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients[id] = imds.New(imds.Options{Endpoint: url})
+	}
+	down, up := insts[0], insts[1]
+	if err := h.sim.SetIMDSDown(down, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := clients[down].GetMetadata(h.ctx, &imds.GetMetadataInput{Path: "instance-id"}); err == nil {
+		t.Fatal("IMDS answered during its outage")
+	}
+	if id, _ := imdsGet(t, h, clients[up], "instance-id"); id != up {
+		t.Fatalf("the other instance's IMDS: %q", id)
+	}
+	if err := h.sim.SetIMDSDown(down, false); err != nil {
+		t.Fatal(err)
+	}
+	if id, _ := imdsGet(t, h, clients[down], "instance-id"); id != down {
+		t.Fatalf("after the outage: instance-id %q", id)
+	}
+	if err := h.sim.SetIMDSDown("i-00000000000000000", true); err == nil {
+		t.Error("SetIMDSDown accepted an unknown instance")
 	}
 }

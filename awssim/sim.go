@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/allotnet/allot/awssim/ec2"
@@ -95,6 +96,19 @@ type Sim struct {
 type imdsServer struct {
 	srv *http.Server
 	url string
+	// down makes the listener drop every request unanswered: an IMDS
+	// outage as an instance sees one (SetIMDSDown).
+	down atomic.Bool
+}
+
+// serveOrDrop serves IMDS with h, or drops the connection while the outage lasts.
+func (m *imdsServer) serveOrDrop(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if m.down.Load() {
+			panic(http.ErrAbortHandler) // the server closes the connection, answering nothing
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // resolve picks a timing value: the config's when set (negative: none),
@@ -227,13 +241,28 @@ func (s *Sim) startIMDS(instanceID string) error {
 		s.imdsNext++
 		s.mu.Unlock()
 	}
-	srv, url, err := s.serve(net.JoinHostPort(s.cfg.IMDSAddr, strconv.Itoa(port)), h)
+	m := &imdsServer{}
+	srv, url, err := s.serve(net.JoinHostPort(s.cfg.IMDSAddr, strconv.Itoa(port)), m.serveOrDrop(h))
 	if err != nil {
 		return fmt.Errorf("imds listener for %s: %w", instanceID, err)
 	}
+	m.srv, m.url = srv, url
 	s.mu.Lock()
-	s.imds[instanceID] = &imdsServer{srv: srv, url: url}
+	s.imds[instanceID] = m
 	s.mu.Unlock()
+	return nil
+}
+
+// SetIMDSDown starts (down) or ends an IMDS outage for one instance: while
+// it lasts, its IMDS listener closes every connection without an answer.
+func (s *Sim) SetIMDSDown(instanceID string, down bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.imds[instanceID]
+	if !ok {
+		return fmt.Errorf("no imds for instance %q: unknown or removed", instanceID)
+	}
+	m.down.Store(down)
 	return nil
 }
 

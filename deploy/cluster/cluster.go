@@ -76,7 +76,8 @@ type Node struct {
 	NetNS string
 	Agent *Agent
 
-	list *libcni.NetworkConfigList
+	list  *libcni.NetworkConfigList
+	links *linkProxy // its links to the brokers, with Config.Partitionable
 }
 
 // The simulated VPC: two subnets in two zones; nodes alternate between
@@ -259,8 +260,17 @@ func (c *Cluster) newNode(raw []byte, i int, inst world.Instance) (*Node, error)
 	if err != nil {
 		return nil, err
 	}
+	brokers, err := c.brokerAddrsFor(n)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil && n.links != nil {
+			n.links.close()
+		}
+	}()
 	n.Agent, err = newAgent(c.cfg.Binaries, c.run, agentParams{
-		name: n.Name, imds: imds, broker: c.BrokerAddrs(), nodeNetNS: n.NetNS, mode: c.cfg.Mode,
+		name: n.Name, imds: imds, broker: brokers, nodeNetNS: n.NetNS, mode: c.cfg.Mode,
 		warm: c.cfg.Warm, cooldown: c.cfg.Cooldown, certs: c.pki, env: c.cfg.Env, extra: c.cfg.AgentArgs,
 	})
 	if err != nil {
@@ -374,6 +384,11 @@ func (c *Cluster) close() error {
 	}
 	wg.Wait()
 	errs = append(errs, agentErrs...)
+	for _, n := range c.Nodes {
+		if n.links != nil {
+			n.links.close()
+		}
+	}
 	// The replicas stop together: one by one, the last ones would wait
 	// for a quorum that is leaving.
 	brokerErrs := make([]error, len(c.Brokers))

@@ -28,6 +28,9 @@ type Config struct {
 	// etcd members forming one cluster; default 1. Two survive no failure
 	// (both are needed for a quorum), so it is 1, 3 or 5.
 	Brokers int
+	// Partitionable routes each node's connections to the brokers through
+	// a proxy of the harness's, so a test can cut them (Node.Partition).
+	Partitionable bool
 	// InstanceType of every node; default c5.xlarge (4 ENIs of 15
 	// addresses).
 	InstanceType string

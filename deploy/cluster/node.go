@@ -37,6 +37,9 @@ func (c *Cluster) TerminateInstance(n *Node) error {
 	if err := c.Sim.RemoveInstance(n.InstanceID); err != nil {
 		errs = append(errs, fmt.Errorf("terminate %s: %w", n.InstanceID, err))
 	}
+	if n.links != nil {
+		n.links.close()
+	}
 	return errors.Join(errs...)
 }
 

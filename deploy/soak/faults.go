@@ -24,12 +24,14 @@ const (
 	FaultEC2Latency   = "ec2_latency"
 	FaultConsistency  = "ec2_eventual_consistency"
 	FaultOtherTenants = "ec2_other_tenants"
+	FaultPartition    = "agent_broker_partition"
+	FaultIMDSOutage   = "imds_outage"
 )
 
 // roundRobin are the faults injected one after another, in this order;
 // node terminations run beside them (faultSchedule.nodes).
-var roundRobin = []string{FaultAgentKill, FaultEC2Errors, FaultLeaderStop, FaultOtherTenants, FaultLeaderKill,
-	FaultEC2Latency, FaultMemberKill, FaultConsistency}
+var roundRobin = []string{FaultAgentKill, FaultEC2Errors, FaultLeaderStop, FaultPartition, FaultOtherTenants,
+	FaultLeaderKill, FaultIMDSOutage, FaultEC2Latency, FaultMemberKill, FaultConsistency}
 
 // FaultKinds lists every kind.
 var FaultKinds = append(slices.Clone(roundRobin), FaultNodeTerm)
@@ -53,6 +55,8 @@ type faultSchedule struct {
 	mu       sync.Mutex
 	paused   *cluster.Broker
 	draining chan struct{}
+	cut      *cluster.Node // partitioned from the brokers
+	noIMDS   *cluster.Node // its IMDS down
 	lastAdd  map[*cluster.Node]time.Time
 }
 
@@ -132,6 +136,10 @@ func (f *faultSchedule) inject(ctx context.Context, kind string, scope **cluster
 		return lifted, n.Name, n.Agent.WaitReady(wctx)
 	case FaultLeaderKill, FaultLeaderStop, FaultMemberKill:
 		return f.brokerFault(wctx, kind)
+	case FaultPartition, FaultIMDSOutage:
+		f.agents.Lock() // the node is not terminated meanwhile
+		defer f.agents.Unlock()
+		return f.nodeFault(bg, kind, scope)
 	case FaultEC2Errors, FaultEC2Latency:
 		action := faultActions[f.rng.IntN(len(faultActions))]
 		fault := awssim.Fault{ErrorRate: 0.3 + 0.4*f.rng.Float64(), ErrorCode: "InternalError"}
@@ -271,8 +279,49 @@ func (f *faultSchedule) lift() {
 		close(f.draining)
 		f.draining = nil
 	}
+	if f.cut != nil {
+		_ = f.cut.Partition(false)
+		f.cut = nil
+	}
+	if f.noIMDS != nil {
+		_ = f.s.c.Sim.SetIMDSDown(f.noIMDS.InstanceID, false)
+		f.noIMDS = nil
+	}
 	f.s.c.Sim.SetFaults(nil)
 	f.s.c.Sim.World().SetConsistencyWindow(0)
+}
+
+// nodeFault cuts a random node off from every broker (its agent keeps
+// serving its pods from what it holds; the brokers hear nothing from it),
+// or takes its IMDS down (the agent can set up no new ENI and confirm
+// nothing through IMDS), for the fault window, then lifts it. The node is
+// the fault's scope: it has recovered when a pod ADD succeeds on it.
+func (f *faultSchedule) nodeFault(ctx context.Context, kind string, scope **cluster.Node) (time.Time, string, error) {
+	n := f.pickNode()
+	if n == nil {
+		return time.Now(), "no node", nil
+	}
+	*scope = n
+	f.mu.Lock()
+	var err error
+	if kind == FaultPartition {
+		f.cut, err = n, n.Partition(true)
+	} else {
+		f.noIMDS, err = n, f.s.c.Sim.SetIMDSDown(n.InstanceID, true)
+	}
+	f.mu.Unlock()
+	if err != nil {
+		f.lift()
+		return time.Time{}, "", err
+	}
+	sleep(ctx, f.s.cfg.FaultWindow)
+	lifted := time.Now()
+	f.lift()
+	what := "cut off from every broker"
+	if kind == FaultIMDSOutage {
+		what = "IMDS down"
+	}
+	return lifted, fmt.Sprintf("%s %s for %v", n.Name, what, f.s.cfg.FaultWindow), nil
 }
 
 // recovery is the time from lifted until the process hit serves again

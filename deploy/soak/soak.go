@@ -79,6 +79,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (res *Result, err 
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	cfg.Cluster.Logger = cfg.Logger
+	cfg.Cluster.Partitionable = true // the partition fault cuts nodes' links to the brokers
 	if cfg.Cluster.Seed == 0 {
 		cfg.Cluster.Seed = cfg.Seed
 	}

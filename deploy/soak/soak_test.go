@@ -17,7 +17,7 @@ import (
 )
 
 var (
-	durationFlag = flag.Duration("soak.duration", 60*time.Second, "how long TestSoak drives the cluster and injects faults")
+	durationFlag = flag.Duration("soak.duration", 80*time.Second, "how long TestSoak drives the cluster and injects faults")
 	binDirFlag   = flag.String("soak.bin-dir", "", "use the binaries in this directory instead of building them")
 	logsFlag     = flag.String("soak.logs", "", "copy the broker's and agents' logs into this directory")
 )
@@ -43,7 +43,7 @@ func TestSoak(t *testing.T) {
 		Logger:   slog.New(slog.NewTextHandler(&logBuf, nil)),
 		Duration: *durationFlag,
 		Seed:     time.Now().UnixNano(),
-		// Every kind of fault must fit in a minute even on a loaded
+		// Every kind of fault must fit in the run even on a loaded
 		// machine (make test runs packages side by side); a node is
 		// terminated and replaced beside them.
 		FaultEvery: time.Second, FaultWindow: 2 * time.Second,

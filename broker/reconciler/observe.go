@@ -63,24 +63,18 @@ func (r *Reconciler) observe(ctx context.Context) (*observation, error) {
 	return o, nil
 }
 
-// readRecords reads etcd's side of the observation.
+// readRecords reads etcd's side of the observation, as of one revision: a
+// subnet's recorded figures then differ from the records they summarise
+// only if they truly drifted, not because the engine wrote between reads.
 func (r *Reconciler) readRecords(ctx context.Context, o *observation) error {
-	recs, err := r.cfg.Store.ListENIs(ctx)
+	recs, err := r.cfg.Store.ReadReconcile(ctx)
 	if err != nil {
-		return fmt.Errorf("list ENI records: %w", err)
+		return fmt.Errorf("read records: %w", err)
 	}
-	for _, e := range recs {
+	for _, e := range recs.ENIs {
 		o.records[e.ID] = e
 	}
-	if o.nodes, err = r.cfg.Store.ListNodes(ctx); err != nil {
-		return fmt.Errorf("list nodes: %w", err)
-	}
-	if o.subnets, err = r.cfg.Store.ListSubnets(ctx); err != nil {
-		return fmt.Errorf("list subnets: %w", err)
-	}
-	if o.open, err = r.cfg.Store.ListOpenIntents(ctx); err != nil {
-		return fmt.Errorf("list open intents: %w", err)
-	}
+	o.nodes, o.subnets, o.open = recs.Nodes, recs.Subnets, recs.Open
 	for _, in := range o.open {
 		o.openNode[in.InstanceID] = true
 		if in.ENIID != "" {
@@ -221,6 +215,17 @@ func (o *observation) subnetDrift(sn store.Subnet, x ec2client.SubnetInfo) strin
 		parts = append(parts, fmt.Sprintf("reserved %d, open intents hold %d", sn.Reserved, reserved))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// recordDrifts reports whether the subnet's record differs from EC2 or
+// from the records it summarises.
+func (o *observation) recordDrifts(id string, x ec2client.SubnetInfo) bool {
+	for _, sn := range o.subnets {
+		if sn.ID == id {
+			return o.subnetDrift(sn, x) != ""
+		}
+	}
+	return false
 }
 
 // report lists every disagreement, each with Action reported.

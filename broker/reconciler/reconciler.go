@@ -27,12 +27,12 @@ import (
 
 // Store is the part of the broker's etcd store the reconciler uses.
 type Store interface {
-	ListNodes(ctx context.Context) ([]store.Node, error)
+	// ReadReconcile reads every ENI, node, subnet and open intent at one
+	// revision.
+	ReadReconcile(ctx context.Context) (store.ReconcileRecords, error)
 	DeleteNode(ctx context.Context, id string) error
 	GetENI(ctx context.Context, id string) (store.ENI, error)
-	ListENIs(ctx context.Context) ([]store.ENI, error)
 	GetSubnet(ctx context.Context, id string) (store.Subnet, error)
-	ListSubnets(ctx context.Context) ([]store.Subnet, error)
 	CorrectSubnet(ctx context.Context, id string, t store.SubnetTruth, observedAttached int64) (store.SubnetCorrection, error)
 	ListOpenIntents(ctx context.Context) ([]store.Intent, error)
 	BeginIntent(ctx context.Context, in store.Intent) (store.Intent, error)

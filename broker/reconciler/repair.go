@@ -291,9 +291,16 @@ func (r *Reconciler) correctSubnet(ctx context.Context, o *observation, id strin
 	if !ok || r.cfg.DryRun {
 		return out
 	}
-	t, attached, _ := o.subnetTruth(id, x)
+	t, attached, reserved := o.subnetTruth(id, x)
 	if t.Usable < 0 {
 		return out // a CIDR EC2 gave that does not parse: report only
+	}
+	if reserved > 0 && !o.recordDrifts(id, x) {
+		// EC2 calls in flight move the subnet's use while they last; the
+		// store would leave the use by others alone for that reason too,
+		// after reading every ENI and intent record to find out.
+		out[KindSubnetUse] = ActionSkipped
+		return out
 	}
 	c, err := r.cfg.Store.CorrectSubnet(ctx, id, t, attached)
 	if err != nil {

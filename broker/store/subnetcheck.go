@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
+	"strings"
 
 	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 )
@@ -136,4 +138,47 @@ func UsableAddresses(cidr string) (int64, error) {
 		return 0, fmt.Errorf("bad IPv4 CIDR %q: %w", cidr, rpcerr.ErrInvalid)
 	}
 	return max(int64(1)<<(32-p.Bits())-5, 0), nil
+}
+
+// ReconcileRecords are the records the reconciler compares with EC2, all
+// as of one etcd revision: a subnet record's attached and reserved
+// figures then agree with the ENI records and open intents beside them
+// unless they truly drifted, however busy the engine is.
+type ReconcileRecords struct {
+	Rev     int64
+	ENIs    []ENI    // by ID
+	Nodes   []Node   // by instance ID
+	Subnets []Subnet // by ID
+	Open    []Intent // the open intents, oldest first
+}
+
+// ReadReconcile reads every ENI, node, subnet and open intent in one
+// transaction. Like the List methods, a record that does not decode fails
+// the read.
+func (s *Store) ReadReconcile(ctx context.Context) (ReconcileRecords, error) {
+	var r ReconcileRecords
+	dirs := []string{s.dir(kindENIs), s.dir(kindNodes), s.dir(kindSubnets), s.dir(kindIntents)}
+	err := s.readView(ctx, nil, dirs, func(v *view) error {
+		r = ReconcileRecords{Rev: v.rev}
+		var err error
+		if r.ENIs, err = list[*ENI](v, kindENIs); err != nil {
+			return err
+		}
+		if r.Nodes, err = list[*Node](v, kindNodes); err != nil {
+			return err
+		}
+		if r.Subnets, err = list[*Subnet](v, kindSubnets); err != nil {
+			return err
+		}
+		all, err := list[*Intent](v, kindIntents)
+		r.Open = openOldestFirst(all)
+		return err
+	})
+	if err != nil {
+		return ReconcileRecords{}, err
+	}
+	slices.SortFunc(r.ENIs, func(a, b ENI) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(r.Nodes, func(a, b Node) int { return strings.Compare(a.InstanceID, b.InstanceID) })
+	slices.SortFunc(r.Subnets, func(a, b Subnet) int { return strings.Compare(a.ID, b.ID) })
+	return r, nil
 }

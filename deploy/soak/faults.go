@@ -294,7 +294,8 @@ func (f *faultSchedule) lift() {
 // nodeFault cuts a random node off from every broker (its agent keeps
 // serving its pods from what it holds; the brokers hear nothing from it),
 // or takes its IMDS down (the agent can set up no new ENI and confirm
-// nothing through IMDS), for the fault window, then lifts it. The node is
+// nothing through IMDS), for the partition or the fault window, then lifts
+// it. The node is
 // the fault's scope: it has recovered when a pod ADD succeeds on it.
 func (f *faultSchedule) nodeFault(ctx context.Context, kind string, scope **cluster.Node) (time.Time, string, error) {
 	n := f.pickNode()
@@ -314,14 +315,14 @@ func (f *faultSchedule) nodeFault(ctx context.Context, kind string, scope **clus
 		f.lift()
 		return time.Time{}, "", err
 	}
-	sleep(ctx, f.s.cfg.FaultWindow)
+	what, window := "cut off from every broker", f.s.cfg.PartitionWindow
+	if kind == FaultIMDSOutage {
+		what, window = "IMDS down", f.s.cfg.FaultWindow
+	}
+	sleep(ctx, window)
 	lifted := time.Now()
 	f.lift()
-	what := "cut off from every broker"
-	if kind == FaultIMDSOutage {
-		what = "IMDS down"
-	}
-	return lifted, fmt.Sprintf("%s %s for %v", n.Name, what, f.s.cfg.FaultWindow), nil
+	return lifted, fmt.Sprintf("%s %s for %v", n.Name, what, window), nil
 }
 
 // recovery is the time from lifted until the process hit serves again

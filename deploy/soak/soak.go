@@ -35,6 +35,11 @@ type Config struct {
 	// FaultWindow is how long a lasting fault (a frozen broker, EC2
 	// errors, latency or eventual consistency, drained buckets) lasts.
 	FaultWindow time.Duration
+	// PartitionWindow is how long a node stays cut off from the brokers;
+	// 0 means FaultWindow. Longer than the brokers' node TTL (5 s in
+	// deploy/cluster), it also shows a node the broker counted dead coming
+	// back.
+	PartitionWindow time.Duration
 	// NodeEvery is the pause between two node terminations, which run
 	// beside the other faults (a node's termination, its cleanup by the
 	// broker and its replacement take longer than the others).
@@ -62,6 +67,9 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (res *Result, err 
 	}
 	if cfg.FaultWindow == 0 {
 		cfg.FaultWindow = 3 * time.Second
+	}
+	if cfg.PartitionWindow == 0 {
+		cfg.PartitionWindow = cfg.FaultWindow
 	}
 	if cfg.NodeEvery == 0 {
 		cfg.NodeEvery = time.Minute

@@ -17,7 +17,7 @@ import (
 )
 
 var (
-	durationFlag = flag.Duration("soak.duration", 80*time.Second, "how long TestSoak drives the cluster and injects faults")
+	durationFlag = flag.Duration("soak.duration", 90*time.Second, "how long TestSoak drives the cluster and injects faults")
 	binDirFlag   = flag.String("soak.bin-dir", "", "use the binaries in this directory instead of building them")
 	logsFlag     = flag.String("soak.logs", "", "copy the broker's and agents' logs into this directory")
 )
@@ -46,7 +46,7 @@ func TestSoak(t *testing.T) {
 		// Every kind of fault must fit in the run even on a loaded
 		// machine (make test runs packages side by side); a node is
 		// terminated and replaced beside them.
-		FaultEvery: time.Second, FaultWindow: 2 * time.Second,
+		FaultEvery: time.Second, FaultWindow: 2 * time.Second, PartitionWindow: 7 * time.Second,
 		NodeEvery: 20 * time.Second, GCEvery: 5 * time.Second,
 		Cluster: cluster.Config{
 			Binaries: bins, Stem: testStem, LogDir: *logsFlag, Brokers: 3,

@@ -36,6 +36,8 @@ func main() {
 	fs.IntVar(&cfg.SlotsPerNode, "slots-per-node", 6, "pod names each node's driver cycles through")
 	fs.DurationVar(&cfg.FaultEvery, "fault-every", 3*time.Second, "pause between two faults")
 	fs.DurationVar(&cfg.FaultWindow, "fault-window", 3*time.Second, "how long a frozen broker, EC2 errors, latency or eventual consistency, or drained buckets last")
+	fs.DurationVar(&cfg.PartitionWindow, "partition-window", 8*time.Second,
+		"how long a node stays cut off from every broker (longer than the cluster's 5s node TTL: the broker counts the node dead, then it comes back)")
 	fs.DurationVar(&cfg.NodeEvery, "node-every", time.Minute, "pause between two node terminations (each node terminated is replaced by a new one)")
 	fs.DurationVar(&cfg.GCEvery, "gc-every", 10*time.Second, "how often each node's driver calls CNI GC")
 	fs.IntVar(&cfg.Cluster.Brokers, "brokers", 3, "allot-broker replicas, their embedded etcd members one cluster (1, 3 or 5)")

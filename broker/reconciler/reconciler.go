@@ -60,7 +60,9 @@ type Config struct {
 	Store   Store
 	EC2     EC2
 	Logger  *slog.Logger
-	// Interval is the time between passes. Default 1m.
+	// Interval is the time between passes' starts, default 1m; a pass
+	// that takes more than a tenth of it spreads the next ones out to
+	// ten times its own time (nextPass).
 	Interval time.Duration
 	// Grace is the least time between the first and the second pass that
 	// see the same thing before it is acted on (a leak collected, a missing
@@ -140,9 +142,8 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	if r.cfg.Cluster == "" || r.cfg.Store == nil || r.cfg.EC2 == nil {
 		return fmt.Errorf("reconciler: config needs Cluster, Store and EC2")
 	}
-	t := time.NewTicker(r.cfg.Interval)
-	defer t.Stop()
 	for {
+		start := time.Now()
 		if _, err := r.Pass(ctx); err != nil && ctx.Err() == nil {
 			if errors.Is(err, rpcerr.ErrNotLeader) {
 				// Deposed: another replica may lead; stop writing.
@@ -150,12 +151,26 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			}
 			r.log.Warn("reconcile pass", "err", err)
 		}
+		t := time.NewTimer(nextPass(r.cfg.Interval, time.Since(start)))
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return nil
 		case <-t.C:
 		}
 	}
+}
+
+// passShare is the most of its time the reconciler spends in passes.
+const passShare = 10
+
+// nextPass is the wait after a pass that took took: the rest of Interval,
+// but at least passShare-1 times took. A pass describes every ENI and
+// instance of the cluster, so in a large cluster (or against a slow EC2)
+// it takes long; the passes then spread out instead of taking the
+// leader's CPU from the rounds.
+func nextPass(interval, took time.Duration) time.Duration {
+	return max(interval-took, (passShare-1)*took)
 }
 
 // Pass compares once and, unless DryRun, repairs what is safe. It returns

@@ -68,7 +68,8 @@ type Config struct {
 	StoreID string
 	// EC2 is the client to guard.
 	EC2 *ec2client.Client
-	// MaxAge; DefaultMaxAge if zero.
+	// MaxAge; DefaultMaxAge if zero. A look that took longer than a
+	// tenth of it stays fresh for ten times its own time.
 	MaxAge time.Duration
 	// OnTrip, if set, is called once, when the guard first refuses.
 	OnTrip func(error)
@@ -90,6 +91,10 @@ type Client struct {
 	mu      sync.Mutex
 	tripped error
 	lookAt  time.Time
+	// lookTook is how long the latest look took: a look that takes long
+	// (a large cluster) keeps the next one at least lookSpacing times
+	// that far away.
+	lookTook time.Duration
 }
 
 // New returns a guard that has not looked yet.
@@ -146,18 +151,25 @@ func (c *Client) lookLocked(ctx context.Context) error {
 
 // looked notes a full look that began at at and found nothing foreign.
 func (c *Client) looked(at time.Time) {
+	took := c.cfg.Now().Sub(at)
 	c.mu.Lock()
 	if at.After(c.lookAt) {
-		c.lookAt = at
+		c.lookAt, c.lookTook = at, took
 	}
 	c.mu.Unlock()
 }
+
+// lookSpacing is how many times its own duration a look stays fresh at
+// least, so that looks at a large cluster's ENIs take at most about a
+// tenth of the leader's time.
+const lookSpacing = 10
 
 // state is whether the guard's last full look is recent, and its error.
 func (c *Client) state() (bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.cfg.Now().Sub(c.lookAt) < c.cfg.MaxAge && !c.lookAt.IsZero(), c.tripped
+	maxAge := max(c.cfg.MaxAge, lookSpacing*c.lookTook)
+	return c.cfg.Now().Sub(c.lookAt) < maxAge && !c.lookAt.IsZero(), c.tripped
 }
 
 // allow is the gate of every mutating call. When the last look is stale,

@@ -339,3 +339,33 @@ func TestReconcilerDescribeIsALook(t *testing.T) {
 		t.Fatalf("a describe showing st-a's ENI: guard error %v, look at %v; want tripped, no look", b.Err(), b.lookAt)
 	}
 }
+
+// TestLongLookStaysFreshLonger: a look that took long (a large cluster's
+// ENIs) stays fresh for ten times its own time when that is longer than
+// MaxAge, so the gate does not spend most of the leader's time looking.
+func TestLongLookStaysFreshLonger(t *testing.T) {
+	ctx := context.Background()
+	sim := startSim(t)
+	clk := &clock{t: time.Unix(1e9, 0)}
+	g := newGuard(t, sim, "st-a", clk)
+	// Every reading of the clock is 6 s later: the look takes 6 s.
+	g.cfg.Now = func() time.Time { clk.add(6 * time.Second); return clk.now() }
+	if err := g.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g.cfg.Now = clk.now
+	clk.add(DefaultMaxAge + time.Second)
+	before := describeCalls(sim)
+	if err := g.DeleteENI(ctx, "eni-0000000000000dead"); errors.Is(err, ErrSplitBrain) {
+		t.Fatal(err)
+	}
+	if n := describeCalls(sim) - before; n != 0 {
+		t.Errorf("%v after a 6 s look the gate looked again (%d describes); want it fresh for 60 s", DefaultMaxAge+time.Second, n)
+	}
+	clk.add(30 * time.Second)
+	before = describeCalls(sim)
+	_ = g.DeleteENI(ctx, "eni-0000000000000dead")
+	if n := describeCalls(sim) - before; n != 1 {
+		t.Errorf("past ten times the look's time the gate described %d times, want one new look", n)
+	}
+}

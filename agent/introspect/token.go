@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -38,20 +39,25 @@ func LoadOrCreateRepairToken(path string) (string, error) {
 		return "", fmt.Errorf("repair token: %w", err)
 	}
 	tok = hex.EncodeToString(b)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, fs.ErrExist) {
-		// Another agent on this host made it first.
-		return readRepairToken(path)
-	}
+	// Written whole to a temp file, then linked into place: the name
+	// appears with its token in it, never empty, and a link never
+	// replaces a token another agent put there first.
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".new-*")
 	if err != nil {
 		return "", fmt.Errorf("create repair token: %w", err)
 	}
-	if _, err := f.WriteString(tok + "\n"); err != nil {
-		f.Close()
+	defer os.Remove(tmp.Name())
+	_, err = tmp.WriteString(tok + "\n")
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return "", fmt.Errorf("write repair token %s: %w", path, err)
 	}
-	if err := f.Close(); err != nil {
-		return "", fmt.Errorf("write repair token %s: %w", path, err)
+	if err := os.Link(tmp.Name(), path); errors.Is(err, fs.ErrExist) {
+		return readRepairToken(path) // another agent on this host made it first
+	} else if err != nil {
+		return "", fmt.Errorf("create repair token: %w", err)
 	}
 	return tok, nil
 }

@@ -127,3 +127,27 @@ func TestRepairTokenFile(t *testing.T) {
 		t.Error("ReadRepairToken of a missing file succeeded")
 	}
 }
+
+// TestRepairTokenRace: agents starting together on one host with one token
+// file all get the same token; none reads a file not yet written.
+func TestRepairTokenRace(t *testing.T) {
+	for round := range 20 {
+		path := filepath.Join(t.TempDir(), "repair-token")
+		const agents = 8
+		toks := make([]string, agents)
+		errs := make([]error, agents)
+		var wg sync.WaitGroup
+		for i := range agents {
+			wg.Go(func() { toks[i], errs[i] = LoadOrCreateRepairToken(path) })
+		}
+		wg.Wait()
+		for i := range agents {
+			if errs[i] != nil || toks[i] != toks[0] {
+				t.Fatalf("round %d, agent %d: %q %v; agent 0 got %q", round, i, toks[i], errs[i], toks[0])
+			}
+		}
+		if entries, _ := os.ReadDir(filepath.Dir(path)); len(entries) != 1 {
+			t.Fatalf("round %d: %d files beside the token, want it alone", round, len(entries))
+		}
+	}
+}

@@ -49,7 +49,6 @@ type Cluster struct {
 	// PodNetworks are the pod networks set at start (CustomNetworking).
 	PodNetworks []PodNetwork
 
-	cni     *libcni.CNIConfig
 	outside *outsideServer
 	pki     *pki // the cluster's certificates (TLS, attestation, roles)
 
@@ -78,6 +77,10 @@ type Node struct {
 
 	list  *libcni.NetworkConfigList
 	links *linkProxy // its links to the brokers, with Config.Partitionable
+	// cni is the node's runtime side of CNI, with the node's own result
+	// cache, as each node's runtime keeps one (/var/lib/cni): a GC on one
+	// node lists only that node's attachments.
+	cni *libcni.CNIConfig
 }
 
 // The simulated VPC: two subnets in two zones; nodes alternate between
@@ -123,7 +126,6 @@ func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 	c = &Cluster{
 		cfg: cfg, log: log, run: r, Prefix: r.prefix, Dir: r.dir, VPCCIDR: vpcCIDR,
 		pods: map[*Pod]bool{}, removed: map[string]bool{},
-		cni: libcni.NewCNIConfigWithCacheDir([]string{cfg.Binaries.Dir}, filepath.Join(r.dir, "cni-cache"), nil),
 	}
 	defer func() {
 		if err != nil {
@@ -279,6 +281,7 @@ func (c *Cluster) newNode(raw []byte, i int, inst world.Instance) (*Node, error)
 	if n.list, err = nodeConflist(raw, n.Agent); err != nil {
 		return nil, err
 	}
+	n.cni = libcni.NewCNIConfigWithCacheDir([]string{c.cfg.Binaries.Dir}, filepath.Join(c.run.dir, "nodes", n.Name, "cni-cache"), nil)
 	return n, nil
 }
 

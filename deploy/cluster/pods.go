@@ -98,7 +98,7 @@ func (c *Cluster) AddPod(ctx context.Context, p *Pod) error {
 	start := time.Now()
 	for {
 		p.Attempts++
-		res, err := c.cni.AddNetworkList(ctx, p.Node.list, p.rt)
+		res, err := p.Node.cni.AddNetworkList(ctx, p.Node.list, p.rt)
 		if err == nil {
 			addr, perr := resultAddr(res)
 			if perr != nil {
@@ -111,7 +111,7 @@ func (c *Cluster) AddPod(ctx context.Context, p *Pod) error {
 		if !errors.As(err, &te) || te.Code != types.ErrTryAgainLater {
 			return fmt.Errorf("ADD %s on %s (attempt %d): %w", p.Name, p.Node.Name, p.Attempts, err)
 		}
-		if derr := c.cni.DelNetworkList(ctx, p.Node.list, p.rt); derr != nil {
+		if derr := p.Node.cni.DelNetworkList(ctx, p.Node.list, p.rt); derr != nil {
 			return fmt.Errorf("DEL of %s's failed sandbox: %w", p.Name, derr)
 		}
 		p.rt = sandbox(p.ns.Path, p.Name)
@@ -138,14 +138,14 @@ func resultAddr(res types.Result) (netip.Addr, error) {
 
 // CheckPod runs CNI CHECK for the pod (libcni sends the cached ADD result).
 func (c *Cluster) CheckPod(ctx context.Context, p *Pod) error {
-	return c.cni.CheckNetworkList(ctx, p.Node.list, p.rt)
+	return p.Node.cni.CheckNetworkList(ctx, p.Node.list, p.rt)
 }
 
 // DeletePod runs CNI DEL for the pod, then deletes its namespace, as a
 // runtime removes a sandbox.
 func (c *Cluster) DeletePod(ctx context.Context, p *Pod) error {
 	p.stopServing()
-	if err := c.cni.DelNetworkList(ctx, p.Node.list, p.rt); err != nil {
+	if err := p.Node.cni.DelNetworkList(ctx, p.Node.list, p.rt); err != nil {
 		return fmt.Errorf("DEL %s: %w", p.Name, err)
 	}
 	c.forget(p)
@@ -246,7 +246,7 @@ func (c *Cluster) GC(ctx context.Context, n *Node, valid []*Pod) error {
 			args.ValidAttachments = append(args.ValidAttachments, types.GCAttachment{ContainerID: p.rt.ContainerID, IfName: p.rt.IfName})
 		}
 	}
-	if err := c.cni.GCNetworkList(ctx, n.list, args); err != nil {
+	if err := n.cni.GCNetworkList(ctx, n.list, args); err != nil {
 		return fmt.Errorf("GC on %s: %w", n.Name, err)
 	}
 	return nil

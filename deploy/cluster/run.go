@@ -90,7 +90,7 @@ func newRun(stem string, log *slog.Logger) (*run, error) {
 			_ = os.RemoveAll(dir)
 			return nil, fmt.Errorf("lock run directory %s: %w", dir, err)
 		}
-		for _, sub := range []string{"pids", "nodes", "broker", "cni-cache"} {
+		for _, sub := range []string{"pids", "nodes", "broker"} {
 			if err := os.Mkdir(filepath.Join(dir, sub), 0o700); err != nil {
 				lock.Close()
 				_ = os.RemoveAll(dir)

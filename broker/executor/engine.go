@@ -56,7 +56,7 @@ type Config struct {
 	// its addresses to a node once its calls are out: its Attach taking
 	// effect, the instance seeing it in IMDS (about a second late on AWS
 	// and in awssim), the agent setting it up. The time-optimal planner
-	// ends the new ENIs this much before the Assigns. Default 2s;
+	// ends the new ENIs this much before the Assigns. Default 1s;
 	// negative means none.
 	NewENILag time.Duration
 	// PlanPolicy is what the planner makes least when a node's demand can
@@ -171,7 +171,7 @@ func (c *Config) defaults() {
 const (
 	DefaultInterval       = 2 * time.Second
 	DefaultGather         = time.Second
-	DefaultNewENILag      = 2 * time.Second
+	DefaultNewENILag      = time.Second
 	DefaultGatherMax      = 5 * time.Second
 	DefaultWarmGather     = 5 * time.Second
 	DefaultLookahead      = 2 * time.Second

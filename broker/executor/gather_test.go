@@ -78,6 +78,26 @@ func TestNoGatherWithTokensToSpare(t *testing.T) {
 	}
 }
 
+// TestNoGatherWhileABucketWouldOverflow: the buckets are small (2% of
+// EC2's: one Assign, one Create and one Attach in hand) and full, and three
+// nodes have pods waiting, more than the tokens in hand would pay two calls
+// each. Gathering their demands for an hour would leave the buckets full
+// and throw away an hour of refill, so they are planned at once.
+func TestNoGatherWhileABucketWouldOverflow(t *testing.T) {
+	e := newEnv(t, envOpts{nodes: 3, share: 0.02})
+	want := map[string]int{}
+	for _, inst := range e.insts {
+		e.register(t, inst, 5, 0, nil)
+		want[inst.ID] = 5
+	}
+	r := e.start(t, executor.Config{Gather: time.Hour, GatherMax: time.Hour})
+	defer r.stop(t)
+	ctx := ctxT(t)
+	waitFor(t, "every node's waiting pods served despite an hour's Gather", 30*time.Second, func() (bool, error) {
+		return e.satisfied(ctx, want)
+	})
+}
+
 // TestGatherMax: a demand that keeps changing is planned once the node has
 // wanted addresses for GatherMax, not held back for as long as it changes.
 func TestGatherMax(t *testing.T) {

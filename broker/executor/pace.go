@@ -113,16 +113,23 @@ func (e *Engine) buckets(rs *runState) planner.Buckets {
 	}
 }
 
-// tokensSpare reports whether the tokens in hand, less those committed to
-// admitted actions not yet asked, would pay two calls for every idle node
-// with pods waiting: one for its demand as it stands and one for what its
-// pods still to come may add. Then gathering a demand buys nothing, and it
-// costs the pods the gather: the call the gather would save comes from
-// tokens no one else needs now. When the buckets are the constraint (a
-// burst larger than the tokens in hand) it reports false and demands
-// gather as before. An Assign or a new ENI (its Create and its Attach)
-// each serves a node, so both count. Against an EC2 client that shows no
-// limiter it reports false.
+// tokensSpare reports whether the buckets have tokens to spare for the
+// demands of idle nodes with pods waiting, so that gathering a demand buys
+// nothing and costs the pods the gather. They have when either holds:
+//
+//   - the tokens in hand, less those committed to admitted actions not yet
+//     asked, would pay two calls for every such node: one for its demand as
+//     it stands and one for what its pods still to come may add;
+//   - a bucket that serves a node (Assign's, or a new ENI's Create and
+//     Attach both) is so full that it would overflow during a gather: a
+//     bucket holds no more than its size, so what it would refill meanwhile
+//     is lost to the burst for good, and the burst ends that much later.
+//     A call planned now takes a token that would be lost; a second call
+//     for a node whose demand then grows costs one token later.
+//
+// When the buckets are the constraint (a burst larger than the tokens in
+// hand, and drawn below their size) it reports false and demands gather as
+// before. Against an EC2 client that shows no limiter it reports false.
 func (e *Engine) tokensSpare(rs *runState, snap *snapshot, free func(string) bool) bool {
 	src, ok := e.ec2.(limited)
 	if !ok || src.Limiter() == nil {
@@ -144,6 +151,14 @@ func (e *Engine) tokensSpare(rs *runState, snap *snapshot, free func(string) boo
 		c := ratelimit.ClassOf(action, true)
 		return math.Floor(lim.Tokens(c)) - float64(rs.notAsked(c))
 	}
+	// overflow is how many tokens the bucket would lose over a gather.
+	overflow := func(action string) float64 {
+		b := lim.Bucket(ratelimit.ClassOf(action, true))
+		return inHand(action) + b.Refill*e.cfg.Gather.Seconds() - float64(b.Size)
+	}
 	spare := max(inHand(planner.CallAssign), 0) + max(min(inHand(planner.CallCreate), inHand(planner.CallAttach)), 0)
-	return spare >= float64(2*waiting)
+	if spare >= float64(2*waiting) {
+		return true
+	}
+	return overflow(planner.CallAssign) > 0 || min(overflow(planner.CallCreate), overflow(planner.CallAttach)) > 0
 }

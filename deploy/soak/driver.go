@@ -136,6 +136,10 @@ func (s *soak) slot(ctx context.Context, n *cluster.Node, d *nodeDriver, name st
 			if err := s.c.CheckPod(ctx, cur); err != nil {
 				s.op("CHECK_failed")
 				s.log.Info("CHECK failed", "pod", name, "err", err)
+				var te *types.Error
+				if ctx.Err() == nil && !s.retired(n) && (!errors.As(err, &te) || te.Code != types.ErrTryAgainLater) {
+					s.violate(InvCNICheck, "CHECK of %s on %s: %v", name, n.Name, err)
+				}
 			}
 		case r < 7:
 			s.delete(ctx, cur)

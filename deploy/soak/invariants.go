@@ -44,11 +44,14 @@ const (
 	InvIdle = "not_idle_after_gc"
 	// InvCheck: `allotctl check` finds nothing to report.
 	InvCheck = "allotctl_check"
+	// InvCNICheck: CNI CHECK of a live pod passes, or says only "try again
+	// later" (its agent is down or starting).
+	InvCNICheck = "cni_check_failed"
 )
 
 // Invariants lists them all.
 var Invariants = []string{InvUniqueAddr, InvRecordKept, InvAssigned, InvENIAttached, InvHostDevice,
-	InvAddAnswers, InvUnknownENI, InvOpenIntent, InvIdle, InvCheck}
+	InvAddAnswers, InvUnknownENI, InvOpenIntent, InvIdle, InvCheck, InvCNICheck}
 
 // watch checks the continuous invariants every second until ctx ends. A
 // finding counts only when the next pass finds it again with the pod still

@@ -40,7 +40,9 @@ type config struct {
 	procSys   string
 	// memoryLimitMiB is the Go runtime's soft memory limit (memory.go).
 	memoryLimitMiB int
-	log            logfmt.Options
+	// gcPercent is the garbage collector's GOGC (memory.go).
+	gcPercent int
+	log       logfmt.Options
 	// trace is read from the OpenTelemetry environment.
 	trace traceconf.TraceConfig
 }
@@ -151,6 +153,8 @@ func hostFlags(fs *flag.FlagSet, c *config) (exclude *string) {
 	fs.IntVar(&c.memoryLimitMiB, "memory-limit-mib", defaultMemoryLimitMiB, "soft limit, in MiB, on the memory the Go runtime "+
 		"holds (heap, goroutine stacks, its own): near it the garbage collector runs sooner and hands freed memory back to the "+
 		"kernel at once, rather than keeping the peak of a burst (0: no limit; GOMEMLIMIT, when set, wins)")
+	fs.IntVar(&c.gcPercent, "gc-percent", defaultGCPercent, "how far, in percent of the live heap, the heap grows before the "+
+		"garbage collector runs again; lower keeps less memory for more GC CPU (GOGC, when set, wins; -1: off)")
 	fs.StringVar(&c.agent.NodeName, "node-name", "", "Kubernetes node name, from the downward API (spec.nodeName); registered with the broker, shown by allotctl and in logs beside the instance ID")
 	return exclude
 }
@@ -189,6 +193,9 @@ func (c *config) finish(raw rawFlags) error {
 	}
 	if c.memoryLimitMiB < 0 {
 		return errors.New("--memory-limit-mib must not be negative")
+	}
+	if c.gcPercent < -1 || c.gcPercent == 0 {
+		return errors.New("--gc-percent must be positive, or -1 for off")
 	}
 	switch a.RepairTokenPath {
 	case "":

@@ -43,7 +43,7 @@ func main() {
 		}
 		os.Exit(2)
 	}
-	setMemory(cfg.memoryLimitMiB, os.Getenv("GOMEMLIMIT"))
+	setMemory(cfg.memoryLimitMiB, os.Getenv("GOMEMLIMIT"), cfg.gcPercent, os.Getenv("GOGC"))
 	// The latest records also stay in memory for /v1/logs and the
 	// support bundle.
 	recent := logring.New(2000)

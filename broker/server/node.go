@@ -28,6 +28,8 @@ type nodeService struct {
 	nodeTTL time.Duration
 	now     func() time.Time
 	log     *slog.Logger
+	// reads bounds the reads of a node's ENIs from etcd (ownENIs).
+	reads readGate
 }
 
 // Register records the node (idempotently) and returns the broker's record
@@ -98,19 +100,18 @@ const registerPatience = time.Second
 // revision it is as of: from the hub once it has caught up with rev, else
 // read from etcd (ownENIs).
 func (s *nodeService) nodeENIs(ctx context.Context, id string, rev int64) ([]*allotv1.ENI, int64, error) {
-	if ns, at, ok := s.hub.nodeAt(ctx, id, rev, registerPatience); ok {
-		var out []*allotv1.ENI
-		if ns != nil {
-			out = make([]*allotv1.ENI, 0, len(ns.ev.GetEnis()))
-			for _, e := range ns.ev.GetEnis() {
-				out = append(out, proto.CloneOf(e))
-			}
+	// While every slot to read etcd is taken, keep waiting for the hub:
+	// it is behind when etcd is slow, and more reads make etcd slower.
+	for {
+		if ns, at, ok := s.hub.nodeAt(ctx, id, rev, registerPatience); ok {
+			return hubENIs(ns), at, nil
 		}
-		slices.SortFunc(out, func(a, b *allotv1.ENI) int {
-			return cmp.Or(boolFirst(a.GetPrimary(), b.GetPrimary()), cmp.Compare(a.GetDeviceIndex(), b.GetDeviceIndex()),
-				strings.Compare(a.GetEniId(), b.GetEniId()))
-		})
-		return out, at, nil
+		if err := ctx.Err(); err != nil {
+			return nil, 0, err
+		}
+		if s.reads.free() {
+			break
+		}
 	}
 	enis, err := s.ownENIs(ctx, id)
 	if err != nil {
@@ -123,11 +124,35 @@ func (s *nodeService) nodeENIs(ctx context.Context, id string, rev int64) ([]*al
 	return enisProto(enis, subnetCIDRs(subnets)), rev, nil
 }
 
+// hubENIs is the node's ENIs as the hub published them, primary first,
+// then by device index, then by ID.
+func hubENIs(ns *nodeState) []*allotv1.ENI {
+	var out []*allotv1.ENI
+	if ns != nil {
+		out = make([]*allotv1.ENI, 0, len(ns.ev.GetEnis()))
+		for _, e := range ns.ev.GetEnis() {
+			out = append(out, proto.CloneOf(e))
+		}
+	}
+	slices.SortFunc(out, func(a, b *allotv1.ENI) int {
+		return cmp.Or(boolFirst(a.GetPrimary(), b.GetPrimary()), cmp.Compare(a.GetDeviceIndex(), b.GetDeviceIndex()),
+			strings.Compare(a.GetEniId(), b.GetEniId()))
+	})
+	return out
+}
+
 // ownENIs reads the node's ENIs from etcd as they are now. What the hub
 // has published of the node, exactly as of its revision, narrows the read
 // to those ENIs' keys and the ENI records written since; a hub that is not
-// following etcd narrows nothing, and every ENI is read.
+// following etcd narrows nothing, and every ENI is read. Either way etcd
+// scans every ENI record (it filters by revision after reading them), so
+// at most readSlots of these reads run at once.
 func (s *nodeService) ownENIs(ctx context.Context, id string) ([]store.ENI, error) {
+	release, err := s.reads.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	ns, rev, live := s.hub.nodeAsOf(id)
 	if !live {
 		rev = 0

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/allotnet/allot/broker/etcdembed/etcdembedtest"
 	"github.com/allotnet/allot/broker/store"
@@ -82,5 +84,74 @@ func TestOwnershipCheckFromAStaleHub(t *testing.T) {
 	}
 	if err := svc.checkOwned(ctx, node1, []string{"10.0.0.21"}); !errors.Is(err, rpcerr.ErrNotOwner) {
 		t.Errorf("another node's address: %v; want ErrNotOwner", err)
+	}
+}
+
+// slowSince counts the reads of a node's ENIs from etcd in flight at once,
+// each taking a while, as under a loaded etcd.
+type slowSince struct {
+	*store.Store
+	mu            sync.Mutex
+	inFlight, max int
+}
+
+func (s *slowSince) NodeENIsSince(ctx context.Context, id string, known []store.ENI, since int64) ([]store.ENI, int64, error) {
+	s.mu.Lock()
+	s.inFlight++
+	s.max = max(s.max, s.inFlight)
+	s.mu.Unlock()
+	time.Sleep(20 * time.Millisecond)
+	defer func() {
+		s.mu.Lock()
+		s.inFlight--
+		s.mu.Unlock()
+	}()
+	return s.Store.NodeENIsSince(ctx, id, known, since)
+}
+
+// TestStaleHubReadsBounded: when the hub is behind for many nodes at once
+// (etcd slow under a joining fleet), their usage checks read their ENIs
+// from etcd at most readSlots at a time, since each read makes etcd scan
+// every ENI record; every check still gets its answer.
+func TestStaleHubReadsBounded(t *testing.T) {
+	st, err := store.Open(etcdembedtest.Start(t), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	if _, err := st.PutSubnet(ctx, store.Subnet{ID: "subnet-1", CIDR: "10.0.0.0/24", Usable: 251}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.PutNode(ctx, store.Node{InstanceID: node1, InstanceType: "m5.large", SubnetID: "subnet-1"}); err != nil {
+		t.Fatal(err)
+	}
+	rev, err := st.Revision(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHub(st, slog.New(slog.DiscardHandler), 0, 0)
+	h.nodes[node1] = &nodeState{registered: true}
+	h.rev, h.live = rev, true // the hub never hears of the ENI below
+	in, err := st.BeginIntent(ctx, store.Intent{Kind: store.IntentCreate, InstanceID: node1, SubnetID: "subnet-1", Reserved: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CompleteCreate(ctx, in.ID, store.ENI{ID: "eni-a", PrimaryIP: "10.0.0.10", Addresses: []string{"10.0.0.11"}}); err != nil {
+		t.Fatal(err)
+	}
+	ss := &slowSince{Store: st}
+	svc := &nodeService{st: ss, hub: h, log: slog.New(slog.DiscardHandler)}
+	const checks = 12
+	errs := make(chan error, checks)
+	for range checks {
+		go func() { errs <- svc.checkOwned(ctx, node1, []string{"10.0.0.11"}) }()
+	}
+	for range checks {
+		if err := <-errs; err != nil {
+			t.Errorf("check: %v", err)
+		}
+	}
+	if ss.max > readSlots {
+		t.Errorf("%d reads of the node's ENIs from etcd at once, want at most %d", ss.max, readSlots)
 	}
 }

@@ -274,12 +274,24 @@ func logCallsAndIntents(t *testing.T, sim *awssim.Sim, args []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	intents, err := st.ListIntents(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The wanted addresses may arrive while the leader still adds warm
+	// capacity beyond them (another ENI being attached): every intent
+	// must close, not at once.
+	var intents []store.Intent
+	eventually(t, "every intent closed", func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		var err error
+		if intents, err = st.ListIntents(ctx); err != nil {
+			return err
+		}
+		for _, in := range intents {
+			if in.State != store.IntentDone && in.State != store.IntentFailed {
+				return fmt.Errorf("intent %s (%s on %s) is still %s", in.ID, in.Kind, in.InstanceID, in.State)
+			}
+		}
+		return nil
+	})
 	byKind := map[string]int{}
 	var kinds []string
 	for _, in := range intents {
@@ -288,9 +300,6 @@ func logCallsAndIntents(t *testing.T, sim *awssim.Sim, args []string) {
 			kinds = append(kinds, k)
 		}
 		byKind[k]++
-		if in.State != store.IntentDone && in.State != store.IntentFailed {
-			t.Errorf("intent %s (%s on %s) is still %s", in.ID, in.Kind, in.InstanceID, in.State)
-		}
 	}
 	sort.Strings(kinds)
 	var figs []string

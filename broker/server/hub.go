@@ -245,6 +245,19 @@ func (h *hub) node(id string) (*nodeState, bool) {
 	return h.nodes[id], h.live
 }
 
+// following reports whether the hub runs and follows etcd, so that a
+// state it lacks may still arrive.
+func (h *hub) following() bool {
+	select {
+	case <-h.done:
+		return false
+	default:
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.live
+}
+
 // nodeAsOf is node with the revision its state is exactly as of.
 func (h *hub) nodeAsOf(id string) (*nodeState, int64, bool) {
 	h.mu.Lock()

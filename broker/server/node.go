@@ -100,8 +100,10 @@ const registerPatience = time.Second
 // revision it is as of: from the hub once it has caught up with rev, else
 // read from etcd (ownENIs).
 func (s *nodeService) nodeENIs(ctx context.Context, id string, rev int64) ([]*allotv1.ENI, int64, error) {
-	// While every slot to read etcd is taken, keep waiting for the hub:
-	// it is behind when etcd is slow, and more reads make etcd slower.
+	// While every slot to read etcd is taken, keep waiting for a hub that
+	// follows etcd: it is behind when etcd is slow, and more reads make
+	// etcd slower. One that has stopped or lost the watch will not catch
+	// up; then wait for a slot.
 	for {
 		if ns, at, ok := s.hub.nodeAt(ctx, id, rev, registerPatience); ok {
 			return hubENIs(ns), at, nil
@@ -109,7 +111,7 @@ func (s *nodeService) nodeENIs(ctx context.Context, id string, rev int64) ([]*al
 		if err := ctx.Err(); err != nil {
 			return nil, 0, err
 		}
-		if s.reads.free() {
+		if s.reads.free() || !s.hub.following() {
 			break
 		}
 	}

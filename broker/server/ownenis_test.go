@@ -155,3 +155,60 @@ func TestStaleHubReadsBounded(t *testing.T) {
 		t.Errorf("%d reads of the node's ENIs from etcd at once, want at most %d", ss.max, readSlots)
 	}
 }
+
+// TestRegisterReadsWhenTheHubCannotCatchUp: a hub that has lost etcd's
+// watch will not publish the node, so Register's read of its ENIs waits
+// for a slot to read etcd rather than for the hub, and answers once one is
+// free.
+func TestRegisterReadsWhenTheHubCannotCatchUp(t *testing.T) {
+	st, err := store.Open(etcdembedtest.Start(t), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	if _, err := st.PutSubnet(ctx, store.Subnet{ID: "subnet-1", CIDR: "10.0.0.0/24", Usable: 251}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.PutNode(ctx, store.Node{InstanceID: node1, InstanceType: "m5.large", SubnetID: "subnet-1"}); err != nil {
+		t.Fatal(err)
+	}
+	primary := store.ENI{ID: "eni-p1", InstanceID: node1, SubnetID: "subnet-1", PrimaryIP: "10.0.0.1"}
+	if err := st.PutPrimaryENI(ctx, primary); err != nil {
+		t.Fatal(err)
+	}
+	rev, err := st.Revision(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHub(st, slog.New(slog.DiscardHandler), 0, 0)
+	h.rev, h.live = rev, false // the watch broke at rev: the hub answers at once, never live
+	svc := &nodeService{st: st, hub: h, log: slog.New(slog.DiscardHandler)}
+	var held []func()
+	for range readSlots {
+		release, err := svc.reads.acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, release)
+	}
+	type answer struct {
+		n   int
+		err error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		enis, _, err := svc.nodeENIs(ctx, node1, rev)
+		got <- answer{len(enis), err}
+	}()
+	select {
+	case a := <-got:
+		t.Fatalf("answered %+v while every read slot was taken", a)
+	case <-time.After(2 * registerPatience):
+	}
+	for _, release := range held {
+		release()
+	}
+	if a := <-got; a.err != nil || a.n != 1 {
+		t.Fatalf("after a slot was freed: %d ENIs, %v; want the primary", a.n, a.err)
+	}
+}

@@ -78,24 +78,56 @@ func TestNoGatherWithTokensToSpare(t *testing.T) {
 	}
 }
 
-// TestNoGatherWhileABucketWouldOverflow: the buckets are small (2% of
+// TestShortGatherWhileABucketWouldOverflow: the buckets are small (2% of
 // EC2's: one Assign, one Create and one Attach in hand) and full, and three
 // nodes have pods waiting, more than the tokens in hand would pay two calls
-// each. Gathering their demands for an hour would leave the buckets full
-// and throw away an hour of refill, so they are planned at once.
-func TestNoGatherWhileABucketWouldOverflow(t *testing.T) {
+// each. Gathering their demands for 40 s would leave the buckets full and
+// throw that refill away, so they are planned once they have been still
+// for a quarter of it.
+func TestShortGatherWhileABucketWouldOverflow(t *testing.T) {
 	e := newEnv(t, envOpts{nodes: 3, share: 0.02})
 	want := map[string]int{}
 	for _, inst := range e.insts {
 		e.register(t, inst, 5, 0, nil)
 		want[inst.ID] = 5
 	}
-	r := e.start(t, executor.Config{Gather: time.Hour, GatherMax: time.Hour})
+	r := e.start(t, executor.Config{Gather: 40 * time.Second, GatherMax: time.Hour})
 	defer r.stop(t)
 	ctx := ctxT(t)
-	waitFor(t, "every node's waiting pods served despite an hour's Gather", 30*time.Second, func() (bool, error) {
+	waitFor(t, "every node's waiting pods served before a 40 s gather ends", 30*time.Second, func() (bool, error) {
 		return e.satisfied(ctx, want)
 	})
+}
+
+// TestOverflowGatherOneCallEach: with the buckets small and full as above,
+// three prefix-mode nodes each state their demand three times in quick
+// succession, as an agent does while a burst of pods arrives. The short
+// gather still waits for each demand to settle: one action per node, not
+// one per statement.
+func TestOverflowGatherOneCallEach(t *testing.T) {
+	e := newEnv(t, envOpts{nodes: 3, instanceType: "c5.xlarge", share: 0.02})
+	want := map[string]int{}
+	for _, inst := range e.insts {
+		e.register(t, inst, 0, 0, func(n *store.Node) { n.Mode = "prefix" })
+		want[inst.ID] = 30
+	}
+	r := e.start(t, executor.Config{Gather: 4 * time.Second, GatherMax: time.Hour})
+	defer r.stop(t)
+	time.Sleep(time.Second) // the engine learns the nodes' limits first
+	for _, pending := range []int{1, 9, 30} {
+		for _, inst := range e.insts {
+			e.demand(t, inst.ID, pending, 0)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	ctx := ctxT(t)
+	waitFor(t, "30 addresses on every node", 30*time.Second, func() (bool, error) {
+		return e.satisfied(ctx, want)
+	})
+	c := e.sim.Counters()
+	if got := c["AssignPrivateIpAddresses"].Calls + c["CreateNetworkInterface"].Calls; got != 3 {
+		t.Errorf("Assigns and Creates = %d, want 3: one per node", got)
+	}
 }
 
 // TestGatherMax: a demand that keeps changing is planned once the node has

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -141,11 +142,16 @@ func decode(b []byte) (State, error) {
 // compact body again as a RawMessage, which cost about as much as encoding
 // the state; the agent saves on every pod ADD and DEL.
 func encodeEnvelope(body []byte, written time.Time) ([]byte, error) {
+	return appendEnvelope(nil, body, written)
+}
+
+// appendEnvelope appends encodeEnvelope's bytes to out.
+func appendEnvelope(out, body []byte, written time.Time) ([]byte, error) {
 	w, err := written.MarshalJSON()
 	if err != nil {
 		return nil, err
 	}
-	out := make([]byte, 0, len(body)+len(w)+128)
+	out = slices.Grow(out, len(body)+len(w)+128)
 	out = append(out, `{"version":`...)
 	out = strconv.AppendInt(out, Version, 10)
 	out = append(out, `,"sha256":"`...)
@@ -162,6 +168,16 @@ func checksum(b []byte) string {
 	return hex.EncodeToString(h[:])
 }
 
+// saveBuf is what a Save marshals into. Saves reuse them: every write
+// encodes the node's whole state, and two fresh copies of it per write
+// were most of what the agent allocated.
+type saveBuf struct {
+	body bytes.Buffer
+	out  []byte
+}
+
+var saveBufs = sync.Pool{New: func() any { return new(saveBuf) }}
+
 // Save makes s the checkpoint durably: it appends s to the file as one
 // record and syncs it once (journal.go). The first Save of a File, and
 // every Save once the file holds enough records, rewrites the file whole
@@ -172,15 +188,20 @@ func (f *File) Save(s State) error {
 	if err := s.Validate(); err != nil {
 		return fmt.Errorf("save checkpoint: %w", err)
 	}
-	body, err := json.Marshal(s)
-	if err != nil {
+	bufs := saveBufs.Get().(*saveBuf)
+	defer saveBufs.Put(bufs)
+	bufs.body.Reset()
+	// The encoder writes what json.Marshal returns, and a newline.
+	if err := json.NewEncoder(&bufs.body).Encode(s); err != nil {
 		return fmt.Errorf("save checkpoint: %w", err)
 	}
-	out, err := encodeEnvelope(body, time.Now().UTC())
+	body := bytes.TrimSuffix(bufs.body.Bytes(), []byte{'\n'})
+	out, err := appendEnvelope(bufs.out[:0], body, time.Now().UTC())
 	if err != nil {
 		return fmt.Errorf("save checkpoint: %w", err)
 	}
 	out = append(out, '\n')
+	bufs.out = out
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.cleaned {

@@ -1,7 +1,8 @@
 package planner
 
 import (
-	"container/heap"
+	"cmp"
+	"slices"
 	"sort"
 
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
@@ -97,6 +98,9 @@ func newPlanning(nodes []Node, budgets Budgets) (*planning, []*nodeState) {
 		states[i] = newNodeState(&nodes[i], i)
 	}
 	sort.Slice(states, func(i, j int) bool { return states[i].less(states[j]) })
+	for i, s := range states {
+		s.rank = i
+	}
 	return p, states
 }
 
@@ -104,6 +108,7 @@ func newPlanning(nodes []Node, budgets Budgets) (*planning, []*nodeState) {
 type nodeState struct {
 	node *Node
 	idx  int // input position, the last tie-break
+	rank int // position in planning order (less), for the rounds' heap
 	mode Mode
 	unit int // addresses per slot: 1, or allotv1.PrefixSize
 	// urgentAddrs and totalAddrs are the demand in addresses after InFlight;
@@ -160,26 +165,6 @@ func (s *nodeState) deficit(urgent bool) int {
 	return want - s.granted*s.unit
 }
 
-// round hands out slots one at a time, largest deficit first, until every
-// node has what it wants for the round or can take no more.
-func (p *planning) round(states []*nodeState, urgent bool) {
-	q := &deficitQueue{urgent: urgent}
-	for _, s := range states {
-		if s.blocked == 0 && s.granted < s.wantSlots(urgent) {
-			q.items = append(q.items, s)
-		}
-	}
-	heap.Init(q)
-	for q.Len() > 0 {
-		s := q.items[0]
-		if !p.grant(s, urgent) || s.granted >= s.wantSlots(urgent) {
-			heap.Pop(q)
-			continue
-		}
-		heap.Fix(q, 0)
-	}
-}
-
 // grant gives the node one slot on its first target that has room and whose
 // subnet budget can pay for it. It records why when there is none.
 func (p *planning) grant(s *nodeState, urgent bool) bool {
@@ -222,70 +207,45 @@ func (p *planning) grant(s *nodeState, urgent bool) bool {
 // otherwise in the order their first slot was granted, and lists what is
 // left unmet.
 func (p *planning) result(states []*nodeState) Plan {
+	// The targets are ordered before their actions are made: a burst's
+	// plan has thousands, and moving small pairs costs less than Actions.
 	type planned struct {
-		a   Action
-		seq int
+		s *nodeState
+		t *target
 	}
 	var all []planned
 	plan := Plan{Unmet: map[string]Shortfall{}}
 	for _, s := range states {
-		n := s.node
 		for _, t := range s.targets {
-			if t.filled == 0 {
-				continue
+			if t.filled > 0 {
+				all = append(all, planned{s, t})
 			}
-			a := Action{
-				Kind:        Assign,
-				InstanceID:  n.InstanceID,
-				ENIID:       t.eniID,
-				SubnetID:    t.subnetID,
-				DeviceIndex: t.deviceIndex,
-				Count:       t.filled,
-				Mode:        s.mode,
-				Urgent:      t.urgent,
-			}
-			if t.isNew {
-				a.Kind = CreateAttach
-				a.SecurityGroups = append([]string(nil), n.SecurityGroups...)
-			}
-			all = append(all, planned{a, t.seq})
 		}
 		if left := s.totalAddrs - s.granted*s.unit; left > 0 && s.blocked != 0 {
-			plan.Unmet[n.InstanceID] = Shortfall{Addresses: left, Reason: s.blocked}
+			plan.Unmet[s.node.InstanceID] = Shortfall{Addresses: left, Reason: s.blocked}
 		}
 	}
-	sort.Slice(all, func(i, j int) bool {
-		if all[i].a.Urgent != all[j].a.Urgent {
-			return all[i].a.Urgent
+	slices.SortFunc(all, func(x, y planned) int {
+		if x.t.urgent != y.t.urgent {
+			if x.t.urgent {
+				return -1
+			}
+			return 1
 		}
-		return all[i].seq < all[j].seq // unique per target
+		return cmp.Compare(x.t.seq, y.t.seq) // unique per target
 	})
+	if len(all) > 0 {
+		plan.Actions = make([]Action, 0, len(all))
+	}
 	for _, x := range all {
-		plan.Actions = append(plan.Actions, x.a)
+		n, t := x.s.node, x.t
+		a := Action{Kind: Assign, InstanceID: n.InstanceID, ENIID: t.eniID, SubnetID: t.subnetID,
+			DeviceIndex: t.deviceIndex, Count: t.filled, Mode: x.s.mode, Urgent: t.urgent}
+		if t.isNew {
+			a.Kind = CreateAttach
+			a.SecurityGroups = append([]string(nil), n.SecurityGroups...)
+		}
+		plan.Actions = append(plan.Actions, a)
 	}
 	return plan
-}
-
-// deficitQueue is a max-heap of nodes by remaining deficit in the round,
-// ties broken by InstanceID then input position.
-type deficitQueue struct {
-	items  []*nodeState
-	urgent bool
-}
-
-func (q *deficitQueue) Len() int { return len(q.items) }
-func (q *deficitQueue) Less(i, j int) bool {
-	a, b := q.items[i], q.items[j]
-	if da, db := a.deficit(q.urgent), b.deficit(q.urgent); da != db {
-		return da > db
-	}
-	return a.less(b)
-}
-func (q *deficitQueue) Swap(i, j int) { q.items[i], q.items[j] = q.items[j], q.items[i] }
-func (q *deficitQueue) Push(x any)    { q.items = append(q.items, x.(*nodeState)) }
-func (q *deficitQueue) Pop() any {
-	n := len(q.items)
-	x := q.items[n-1]
-	q.items = q.items[:n-1]
-	return x
 }

@@ -78,33 +78,16 @@ func TestNoGatherWithTokensToSpare(t *testing.T) {
 	}
 }
 
-// TestShortGatherWhileABucketWouldOverflow: the buckets are small (2% of
-// EC2's: one Assign, one Create and one Attach in hand) and full, and three
-// nodes have pods waiting, more than the tokens in hand would pay two calls
-// each. Gathering their demands for 40 s would leave the buckets full and
-// throw that refill away, so they are planned once they have been still
-// for a quarter of it.
-func TestShortGatherWhileABucketWouldOverflow(t *testing.T) {
-	e := newEnv(t, envOpts{nodes: 3, share: 0.02})
-	want := map[string]int{}
-	for _, inst := range e.insts {
-		e.register(t, inst, 5, 0, nil)
-		want[inst.ID] = 5
-	}
-	r := e.start(t, executor.Config{Gather: 40 * time.Second, GatherMax: time.Hour})
-	defer r.stop(t)
-	ctx := ctxT(t)
-	waitFor(t, "every node's waiting pods served before a 40 s gather ends", 30*time.Second, func() (bool, error) {
-		return e.satisfied(ctx, want)
-	})
-}
-
-// TestOverflowGatherOneCallEach: with the buckets small and full as above,
-// three prefix-mode nodes each state their demand three times in quick
-// succession, as an agent does while a burst of pods arrives. The short
-// gather still waits for each demand to settle: one action per node, not
-// one per statement.
-func TestOverflowGatherOneCallEach(t *testing.T) {
+// TestGatherSmallFullBuckets: the buckets are small (2% of EC2's: one
+// Assign, one Create and one Attach in hand) and full, and three
+// prefix-mode nodes each state their demand three times in quick
+// succession, as an agent does while a burst of pods arrives: more nodes
+// wait than the tokens in hand would pay two calls each, so each demand
+// is left to settle and served by one action, not one per statement,
+// although the full buckets lose refill meanwhile. (Planned at once, or
+// after a quarter of the gather, while a bucket would overflow, a burst's
+// demands were served in two calls each for up to a third of the nodes.)
+func TestGatherSmallFullBuckets(t *testing.T) {
 	e := newEnv(t, envOpts{nodes: 3, instanceType: "c5.xlarge", share: 0.02})
 	want := map[string]int{}
 	for _, inst := range e.insts {

@@ -113,38 +113,20 @@ func (e *Engine) buckets(rs *runState) planner.Buckets {
 	}
 }
 
-// spareTokens says how much the buckets have to spare for the demands of
-// idle nodes with pods waiting (tokensSpare).
-type spareTokens int
-
-const (
-	// noSpare: the buckets are the constraint; demands gather in full.
-	noSpare spareTokens = iota
-	// overflowing: a bucket that serves a node (Assign's, or a new ENI's
-	// Create and Attach both) is so full that it would overflow during a
-	// gather. A bucket holds no more than its size, so what it would
-	// refill meanwhile is lost to the burst for good, and the burst ends
-	// that much later; a demand is then left to settle a quarter of the
-	// gather only, long enough for an agent's paced statements of the pods
-	// arriving together to stop changing (a call planned for part of them
-	// costs a second call later, one token), short enough to lose a
-	// quarter of the refill at most.
-	overflowing
-	// twoCallsEach: the tokens in hand, less those committed to admitted
-	// actions not yet asked, would pay two calls for every such node: one
-	// for its demand as it stands and one for what its pods still to come
-	// may add. Gathering then buys nothing and costs the pods the gather.
-	twoCallsEach
-)
-
-// tokensSpare says how much the buckets have to spare for the demands of
-// idle nodes with pods waiting. An Assign or a new ENI (its Create and its
-// Attach) each serves a node, so both count. Against an EC2 client that
-// shows no limiter, or with no pod waiting, it reports noSpare.
-func (e *Engine) tokensSpare(rs *runState, snap *snapshot, free func(string) bool) spareTokens {
+// tokensSpare reports whether the tokens in hand, less those committed to
+// admitted actions not yet asked, would pay two calls for every idle node
+// with pods waiting: one for its demand as it stands and one for what its
+// pods still to come may add. Then gathering a demand buys nothing, and it
+// costs the pods the gather: the call the gather would save comes from
+// tokens no one else needs now. When the buckets are the constraint (a
+// burst larger than the tokens in hand) it reports false and demands
+// gather as before. An Assign or a new ENI (its Create and its Attach)
+// each serves a node, so both count. Against an EC2 client that shows no
+// limiter it reports false.
+func (e *Engine) tokensSpare(rs *runState, snap *snapshot, free func(string) bool) bool {
 	src, ok := e.ec2.(limited)
 	if !ok || src.Limiter() == nil {
-		return noSpare
+		return false
 	}
 	waiting := 0
 	for _, n := range snap.nodes {
@@ -153,7 +135,7 @@ func (e *Engine) tokensSpare(rs *runState, snap *snapshot, free func(string) boo
 		}
 	}
 	if waiting == 0 {
-		return noSpare
+		return false
 	}
 	lim := src.Limiter()
 	rs.mu.Lock()
@@ -162,17 +144,6 @@ func (e *Engine) tokensSpare(rs *runState, snap *snapshot, free func(string) boo
 		c := ratelimit.ClassOf(action, true)
 		return math.Floor(lim.Tokens(c)) - float64(rs.notAsked(c))
 	}
-	// overflow is how many tokens the bucket would lose over a gather.
-	overflow := func(action string) float64 {
-		b := lim.Bucket(ratelimit.ClassOf(action, true))
-		return inHand(action) + b.Refill*e.cfg.Gather.Seconds() - float64(b.Size)
-	}
 	spare := max(inHand(planner.CallAssign), 0) + max(min(inHand(planner.CallCreate), inHand(planner.CallAttach)), 0)
-	switch {
-	case spare >= float64(2*waiting):
-		return twoCallsEach
-	case overflow(planner.CallAssign) > 0 || min(overflow(planner.CallCreate), overflow(planner.CallAttach)) > 0:
-		return overflowing
-	}
-	return noSpare
+	return spare >= float64(2*waiting)
 }

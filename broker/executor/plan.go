@@ -137,23 +137,19 @@ func (e *Engine) queueActions(rs *runState, snap *snapshot, actions []planner.Ac
 // A second call costs only time the buckets would lose, so when they have
 // tokens to spare for it (spare, tokensSpare) a demand with pods waiting
 // is planned at once: gathering would keep the pods waiting and buy
-// nothing. While a bucket would overflow during the gather, a demand with
-// pods waiting is left to settle a quarter of Gather only.
-func (e *Engine) gathering(rs *runState, node string, d store.Demand, now time.Time, spare spareTokens) time.Duration {
+// nothing.
+func (e *Engine) gathering(rs *runState, node string, d store.Demand, now time.Time, spare bool) time.Duration {
 	first, ok := rs.wanting[node]
 	if !ok {
 		first = now
 		rs.wanting[node] = now
 	}
-	if spare == twoCallsEach && d.Pending > 0 {
+	if spare && d.Pending > 0 {
 		return 0
 	}
 	gather, most := e.cfg.Gather, e.cfg.GatherMax
-	switch {
-	case d.Pending == 0:
+	if d.Pending == 0 {
 		gather, most = e.cfg.WarmGather, max(e.cfg.GatherMax, e.cfg.WarmGather)
-	case spare == overflowing:
-		gather /= 4
 	}
 	settled := d.UpdatedAt.Add(gather).Sub(now)
 	capped := first.Add(most).Sub(now)

@@ -7,7 +7,6 @@ import (
 	"slices"
 
 	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
-	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/validator"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
@@ -18,7 +17,7 @@ import (
 )
 
 // serverOptions is the middleware every call passes, outermost first:
-// OpenTelemetry (stats handler), logging, recovery, the domain-error table,
+// OpenTelemetry (stats handler), the call log (calllog.go), recovery, the domain-error table,
 // the caller's interceptors (unary, stream), and validation right around
 // the handler, so handlers and interceptors return plain wrapped errors and
 // nothing else decides a code.
@@ -30,11 +29,6 @@ import (
 // "too_many_pings". The server pings idle connections itself, so the streams
 // of a vanished agent are let go too.
 func serverOptions(log *slog.Logger, unary []grpc.UnaryServerInterceptor, stream []grpc.StreamServerInterceptor) []grpc.ServerOption {
-	lg := slogAdapter(log)
-	logOpts := []logging.Option{
-		logging.WithLogOnEvents(logging.FinishCall),
-		logging.WithLevels(codeToLevel),
-	}
 	rec := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
 		log.ErrorContext(ctx, "panic in gRPC handler", "panic", p, "stack", string(debug.Stack()))
 		return status.Error(codes.Internal, "internal error (the broker logged the details)")
@@ -57,7 +51,7 @@ func serverOptions(log *slog.Logger, unary []grpc.UnaryServerInterceptor, stream
 		grpc.StatsHandler(otelgrpc.NewServerHandler()),
 		grpc.ChainUnaryInterceptor(slices.Concat(
 			[]grpc.UnaryServerInterceptor{
-				logging.UnaryServerInterceptor(lg, logOpts...),
+				unaryCallLog(log),
 				recovery.UnaryServerInterceptor(rec),
 				unaryErrors,
 			},
@@ -66,7 +60,7 @@ func serverOptions(log *slog.Logger, unary []grpc.UnaryServerInterceptor, stream
 		)...),
 		grpc.ChainStreamInterceptor(slices.Concat(
 			[]grpc.StreamServerInterceptor{
-				logging.StreamServerInterceptor(lg, logOpts...),
+				streamCallLog(log),
 				recovery.StreamServerInterceptor(rec),
 				streamErrors,
 			},
@@ -84,28 +78,20 @@ const MaxRecvMsgSize = 1 << 20
 // buffer it borrows while it writes.
 const ConnBufferSize = 4 << 10
 
-// slogAdapter lets go-grpc-middleware log through slog; its levels are
-// slog's.
-func slogAdapter(l *slog.Logger) logging.Logger {
-	return logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
-		l.Log(ctx, slog.Level(lvl), msg, fields...)
-	})
-}
-
 // codeToLevel keeps the steady stream of successful agent calls out of the
 // default log, and the broker's own failures in it.
-func codeToLevel(c codes.Code) logging.Level {
+func codeToLevel(c codes.Code) slog.Level {
 	switch c {
 	case codes.OK, codes.Canceled:
-		return logging.LevelDebug
+		return slog.LevelDebug
 	case codes.InvalidArgument, codes.NotFound, codes.AlreadyExists, codes.FailedPrecondition,
 		codes.ResourceExhausted, codes.Aborted, codes.OutOfRange, codes.Unauthenticated,
 		codes.PermissionDenied, codes.DeadlineExceeded:
-		return logging.LevelInfo
+		return slog.LevelInfo
 	case codes.Unavailable:
-		return logging.LevelWarn
+		return slog.LevelWarn
 	default:
-		return logging.LevelError
+		return slog.LevelError
 	}
 }
 

@@ -132,10 +132,7 @@ func TestDemandPacing(t *testing.T) {
 	const interval = 50 * time.Millisecond
 	f := newFixtureWith(t, func(c *Config) { c.DemandInterval = interval })
 	f.waitKnown(0, "the running link's first demand", nil)
-	// Not running: driven by hand below, over a pool of its own where a
-	// pod waits throughout (a change with none waiting is held: see
-	// TestCalmDemandHeld).
-	l := f.newLinkOn(waitingPool(t))
+	l := f.newLink() // not running: driven by hand below
 	setKnown := func(k int) {
 		l.mu.Lock()
 		l.status.Known = k
@@ -185,89 +182,4 @@ func TestDemandPacing(t *testing.T) {
 		t.Fatalf("first change after a quiet interval: %d calls (due %v), want 3, at once", got, r.demandDue)
 	}
 	f.waitKnown(8, "known 8", nil)
-}
-
-// waitingPool returns an empty pool with one ADD waiting on it until the
-// test ends.
-func waitingPool(t *testing.T) *pool.Pool {
-	t.Helper()
-	p, err := pool.New(pool.Config{InstanceID: "i-waiting", Cooldown: -1}, checkpoint.State{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_, _ = p.Add(ctx, key("waiting"), pool.PodInfo{})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	brokertest.WaitFor(t, 10*time.Second, "the ADD waiting", func() bool { return p.Pending() == 1 })
-	return p
-}
-
-// A change with no pod waiting is held for one DemandInterval even after a
-// quiet one, and stated at its end; pods starting to wait meanwhile send
-// the demand at once, with them in it.
-func TestCalmDemandHeld(t *testing.T) {
-	const interval = 200 * time.Millisecond
-	f := newFixtureWith(t, func(c *Config) { c.DemandInterval = interval })
-	f.waitKnown(0, "the running link's first demand", nil)
-	p, err := pool.New(pool.Config{InstanceID: f.inst, Cooldown: -1}, checkpoint.State{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := f.newLinkOn(p) // not running: driven by hand below
-	setKnown := func(k int) {
-		l.mu.Lock()
-		l.status.Known = k
-		l.mu.Unlock()
-	}
-	ctx := context.Background()
-	r := &reporter{registeredOK: true}
-	due := time.NewTimer(time.Hour)
-	due.Stop()
-	defer due.Stop()
-	calls := func() int { return f.broker.Calls("SetDemand") }
-	base := calls()
-
-	setKnown(4)
-	l.demandChanged(ctx, r, due)
-	if got := calls() - base; got != 0 || !r.demandDue {
-		t.Fatalf("a change with no pod waiting: %d calls (due %v), want it held", got, r.demandDue)
-	}
-	select {
-	case <-due.C:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the held statement never came due")
-	}
-	r.demandDue, r.calm = false, false
-	l.sendDemand(ctx, r)
-	f.waitKnown(4, "the held statement, at the interval's end", nil)
-
-	time.Sleep(interval) // quiet again
-	setKnown(5)
-	l.demandChanged(ctx, r, due)
-	if got := calls() - base; got != 1 || !r.demandDue {
-		t.Fatalf("a second change with no pod waiting: %d calls (due %v), want it held", got, r.demandDue)
-	}
-	actx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_, _ = p.Add(actx, key("w"), pool.PodInfo{})
-	}()
-	defer func() {
-		cancel()
-		<-done
-	}()
-	brokertest.WaitFor(t, 10*time.Second, "the ADD waiting", func() bool { return p.Pending() == 1 })
-	l.demandChanged(ctx, r, due)
-	if got := calls() - base; got != 2 || r.demandDue {
-		t.Fatalf("pods waiting during the hold: %d calls (due %v), want the statement at once", got, r.demandDue)
-	}
-	f.waitKnown(5, "the statement with the waiting pod", func(d *allotv1.SetDemandRequest) bool { return d.GetPending() == 1 })
 }

@@ -20,11 +20,8 @@ type reporter struct {
 	known      int // Known sent with demand
 	// demandAt is when the last SetDemand call went out; demandDue says a
 	// change waits for the end of its DemandInterval.
-	demandAt  time.Time
-	demandDue bool
-	// calm says the statement due is held because no pod waits (see
-	// demandChanged): pods starting to wait send it at once.
-	calm         bool
+	demandAt     time.Time
+	demandDue    bool
 	usageSent    bool
 	assigned     []netip.Addr
 	free         []netip.Addr
@@ -36,15 +33,10 @@ type reporter struct {
 // reportLoop tells the broker what the pool needs and holds.
 //
 // Demand is paced by DemandInterval: the first change after a quiet
-// interval with pods waiting goes out at once — an ADD waiting on an empty
-// pool is the most urgent thing a node can say — and changes within the
-// interval coalesce into one statement at its end, with the latest values,
-// so a burst of ADDs costs the broker a few etcd writes instead of one per
-// pod. A change with no pod waiting (the warm target breached, Known
-// moved) waits one interval even after a quiet one: nothing waits on it,
-// and a burst's first ADDs take the warm addresses just before its other
-// pods reach the pool, so stated at once it would be followed by the
-// urgent statement one broker round trip later. Calls are
+// interval goes out at once — an ADD waiting on an empty pool is the most
+// urgent thing a node can say — and changes within the interval coalesce
+// into one statement at its end, with the latest values, so a burst of
+// ADDs costs the broker a few etcd writes instead of one per pod. Calls are
 // made from this loop alone, so at most one is in flight. An unchanged
 // demand is not stated again: it carries Known, so the broker can tell
 // exactly what it delivered since, however long ago it was stated.
@@ -76,7 +68,7 @@ func (l *Link) reportLoop(ctx context.Context) {
 			r.usageDirty = true // the excess depends on the limits too
 			l.demandChanged(ctx, &r, due)
 		case <-due.C:
-			r.demandDue, r.calm = false, false
+			r.demandDue = false
 			l.sendDemand(ctx, &r)
 		case <-usage.C:
 			if !r.demandSent {
@@ -89,68 +81,39 @@ func (l *Link) reportLoop(ctx context.Context) {
 	}
 }
 
-// demandChanged states the demand now if pods wait and no call went out
-// within the last DemandInterval; otherwise it makes sure the demand is
-// stated at the interval's end (reportLoop). A statement held because no
-// pod waited goes at once when pods start waiting.
+// demandChanged states the demand now if no call went out within the last
+// DemandInterval, or else makes sure it is stated at the interval's end.
 func (l *Link) demandChanged(ctx context.Context, r *reporter, due *time.Timer) {
-	if r.demandDue && !r.calm {
-		return
-	}
-	var wait time.Duration
-	if !r.demandAt.IsZero() {
-		wait = l.cfg.DemandInterval - time.Since(r.demandAt)
-	}
-	switch {
-	case wait > 0:
-		if !r.demandDue {
-			r.demandDue = true
-			due.Reset(wait)
-		}
-		r.calm = false // due at the interval's end either way
-		return
-	case l.cfg.DemandInterval > 0:
-		if d, _ := l.demandNow(); d.Pending == 0 {
-			if !r.demandDue {
-				r.demandDue, r.calm = true, true
-				due.Reset(l.cfg.DemandInterval)
-			}
-			return
-		}
-	}
 	if r.demandDue {
-		due.Stop()
-		r.demandDue, r.calm = false, false
+		return
+	}
+	if wait := l.cfg.DemandInterval - time.Since(r.demandAt); wait > 0 && !r.demandAt.IsZero() {
+		r.demandDue = true
+		due.Reset(wait)
+		return
 	}
 	l.sendDemand(ctx, r)
 }
 
-// demandNow is the pool's demand net of what Arrivals awaits, and the
-// Known it was computed against. Known, what Arrivals awaits and the pool
-// are read together under seenMu: a snapshot applied after the read makes
-// Known stale and the demand too high by what it delivered, which is
-// exactly what the broker counts as on its way and takes off; the apply
-// pokes a recalculation that states both afresh.
-func (l *Link) demandNow() (pool.Demand, int) {
+// sendDemand sends the pool's demand, with the Known it was computed
+// against, if either differs from what the broker last acknowledged. Known,
+// what Arrivals awaits and the pool are read together under seenMu: a
+// snapshot applied after the read makes Known stale and the demand too
+// high by what it delivered, which is exactly what the broker counts as on
+// its way and takes off; the apply pokes a recalculation that states both
+// afresh.
+func (l *Link) sendDemand(ctx context.Context, r *reporter) {
+	if !r.registeredOK {
+		return
+	}
 	l.seenMu.Lock()
-	defer l.seenMu.Unlock()
 	l.mu.Lock()
 	known := l.status.Known
 	l.mu.Unlock()
 	lim := l.Limits()
 	var d pool.Demand
 	l.arrivals.Hold(func(awaited int) { d = netDemand(l.pool.Demand(l.cfg.Targets, lim), awaited) })
-	return d, known
-}
-
-// sendDemand sends the pool's demand, with the Known it was computed
-// against (demandNow), if either differs from what the broker last
-// acknowledged.
-func (l *Link) sendDemand(ctx context.Context, r *reporter) {
-	if !r.registeredOK {
-		return
-	}
-	d, known := l.demandNow()
+	l.seenMu.Unlock()
 	if r.demandSent && d == r.demand && known == r.known {
 		return
 	}

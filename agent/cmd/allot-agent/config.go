@@ -103,8 +103,8 @@ func brokerFlags(fs *flag.FlagSet, c *config) (brokers *string) {
 	fs.DurationVar(&a.UsageInterval, "usage-interval", 0, "batch usage reports to the broker at most this often (0: 1s)")
 	fs.DurationVar(&a.HeartbeatInterval, "heartbeat-interval", 0, "liveness heartbeat to the broker (0: 10s)")
 	fs.DurationVar(&a.DemandInterval, "demand-interval", brokerlink.DefaultDemandInterval,
-		"coalesce demand updates to the broker: the first change with pods waiting goes at once, later ones "+
-			"within this interval (and a change with no pod waiting) together at its end (0: every change at once)")
+		"coalesce demand updates to the broker: the first change goes at once, later ones within this interval "+
+			"together at its end (0: every change at once)")
 	fs.DurationVar(&a.IMDSCheckAfter, "imds-check-after", daemon.DefaultIMDSCheckAfter,
 		"how long after the broker's delivered addresses joined the pool IMDS is asked whether it shows them "+
 			"(a disagreement is logged and counted in allot.agent.imds.disagreements; it gates nothing; 0: no check)")

@@ -202,7 +202,7 @@ func (v *view) applyIntent(c store.Change) {
 	case in.State == store.IntentOpen:
 		v.intents[c.ID] = in
 	default:
-		v.finished[c.ID] = store.Intent{ID: in.ID, State: in.State, CreatedAt: in.CreatedAt, FinishedAt: in.FinishedAt, Rev: in.Rev}
+		v.finished[c.ID] = in.Pruning()
 	}
 }
 

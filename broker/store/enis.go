@@ -91,7 +91,7 @@ func (s *Store) GetENI(ctx context.Context, id string) (ENI, error) {
 // ListENIs returns every ENI record, sorted by ID.
 func (s *Store) ListENIs(ctx context.Context) ([]ENI, error) {
 	out, err := listAll[*ENI](ctx, s, kindENIs)
-	slices.SortFunc(out, func(a, b ENI) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(out, enisByID)
 	return out, err
 }
 

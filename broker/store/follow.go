@@ -48,8 +48,8 @@ type Records struct {
 	// Intents are the open intents, oldest first; only with FollowIntents.
 	Intents []Intent
 	// Finished are the done and failed intents etcd still keeps (until
-	// pruned), with only ID, State, CreatedAt, FinishedAt and Rev set;
-	// only with FollowIntents.
+	// pruned), with only what a prune needs (Intent.Pruning); only with
+	// FollowIntents.
 	Finished []Intent
 	// Quarantined are subnet, node, usage, status, demand and pod network
 	// records that do not decode, left out of the lists above (see
@@ -288,7 +288,7 @@ func (s *Store) readRecords(ctx context.Context, intents bool) (*Records, error)
 		}
 		for _, in := range all {
 			if in.State != IntentOpen {
-				r.Finished = append(r.Finished, Intent{ID: in.ID, State: in.State, CreatedAt: in.CreatedAt, FinishedAt: in.FinishedAt, Rev: in.Rev})
+				r.Finished = append(r.Finished, in.Pruning())
 			}
 		}
 		r.Intents = openOldestFirst(all)

@@ -10,8 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 )
 
 // newID returns a random id with a readable prefix.
@@ -255,6 +256,12 @@ func (s *Store) PruneIntents(ctx context.Context, olderThan time.Time) (int, err
 		}
 	}
 	return s.DeleteIntents(ctx, old)
+}
+
+// Pruning is the part of a finished intent a prune needs (Prunable,
+// DeleteIntents): its ID, state, times and revision.
+func (in Intent) Pruning() Intent {
+	return Intent{ID: in.ID, State: in.State, CreatedAt: in.CreatedAt, FinishedAt: in.FinishedAt, Rev: in.Rev}
 }
 
 // Prunable reports whether an intent is done or failed and finished

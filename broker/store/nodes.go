@@ -3,11 +3,11 @@ package store
 import (
 	"context"
 	"fmt"
-	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 	"net/netip"
 	"slices"
-	"strings"
 	"time"
+
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 )
 
 // PutNode registers a node or updates its registration. Registering again
@@ -46,7 +46,7 @@ func (s *Store) GetNode(ctx context.Context, id string) (Node, error) {
 // ListNodes returns every node, sorted by instance id.
 func (s *Store) ListNodes(ctx context.Context) ([]Node, error) {
 	out, err := listAll[*Node](ctx, s, kindNodes)
-	slices.SortFunc(out, func(a, b Node) int { return strings.Compare(a.InstanceID, b.InstanceID) })
+	slices.SortFunc(out, nodesByID)
 	return out, err
 }
 

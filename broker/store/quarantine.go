@@ -92,8 +92,8 @@ func (s *Store) ReadPlanning(ctx context.Context) (Planning, error) {
 	if err != nil {
 		return Planning{}, err
 	}
-	slices.SortFunc(p.Nodes, func(a, b Node) int { return strings.Compare(a.InstanceID, b.InstanceID) })
-	slices.SortFunc(p.Subnets, func(a, b Subnet) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(p.Nodes, nodesByID)
+	slices.SortFunc(p.Subnets, subnetsByID)
 	return p, nil
 }
 

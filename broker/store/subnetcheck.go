@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strings"
 
 	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 )
@@ -177,8 +176,8 @@ func (s *Store) ReadReconcile(ctx context.Context) (ReconcileRecords, error) {
 	if err != nil {
 		return ReconcileRecords{}, err
 	}
-	slices.SortFunc(r.ENIs, func(a, b ENI) int { return strings.Compare(a.ID, b.ID) })
-	slices.SortFunc(r.Nodes, func(a, b Node) int { return strings.Compare(a.InstanceID, b.InstanceID) })
-	slices.SortFunc(r.Subnets, func(a, b Subnet) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(r.ENIs, enisByID)
+	slices.SortFunc(r.Nodes, nodesByID)
+	slices.SortFunc(r.Subnets, subnetsByID)
 	return r, nil
 }

@@ -3,10 +3,11 @@ package store
 import (
 	"context"
 	"fmt"
-	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 )
 
 // PutSubnet creates a subnet record, or updates the CIDR, zone, VPC and
@@ -114,9 +115,14 @@ func (s *Store) GetSubnet(ctx context.Context, id string) (Subnet, error) {
 // the whole list: a budget silently missing is worse than an error.
 func (s *Store) ListSubnets(ctx context.Context) ([]Subnet, error) {
 	out, err := listAll[*Subnet](ctx, s, kindSubnets)
-	slices.SortFunc(out, func(a, b Subnet) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(out, subnetsByID)
 	return out, err
 }
+
+// enisByID, nodesByID and subnetsByID order the List methods' answers.
+func enisByID(a, b ENI) int       { return strings.Compare(a.ID, b.ID) }
+func nodesByID(a, b Node) int     { return strings.Compare(a.InstanceID, b.InstanceID) }
+func subnetsByID(a, b Subnet) int { return strings.Compare(a.ID, b.ID) }
 
 // listAll reads every record of a kind.
 func listAll[P interface {

@@ -45,9 +45,10 @@ type arrival struct {
 	// awaited changed without the pool changing.
 	onReady func(eniID string)
 	changed func()
-	// delivered is told of addresses that joined the pool: how many, on
-	// which ENI, and since when they were being confirmed.
-	delivered func(eniID string, added int, since time.Time)
+	// delivering is called just before delivered addresses join the pool;
+	// the function it returns is told how many did, on which ENI, and
+	// since when they were being confirmed.
+	delivering func() func(eniID string, added int, since time.Time)
 	// check asks IMDS, checkAfter after addresses joined the pool, whether
 	// it shows them; a negative checkAfter turns it off.
 	checkAfter time.Duration
@@ -65,7 +66,7 @@ var _ brokerlink.Arrivals = (*arrival)(nil)
 
 func newArrival(a *Agent, prepared []string) *arrival {
 	c := &arrival{pool: a.pool, imds: a.deps.IMDS, net: a.net, mtu: a.cfg.MTU, interval: a.cfg.ConfirmInterval,
-		log: a.deps.Logger.With("component", "arrival"), onReady: a.onENIReady, changed: func() {}, delivered: a.traceDelivery,
+		log: a.deps.Logger.With("component", "arrival"), onReady: a.onENIReady, changed: func() {}, delivering: a.traceDelivery,
 		pending: map[string]*brokerlink.Delivery{}, running: map[string]bool{}, ready: map[string]bool{},
 		ctx: context.Background()}
 	if c.interval <= 0 {
@@ -213,12 +214,13 @@ func (c *arrival) admit(eniID string, seenA []netip.Addr, seenP []netip.Prefix, 
 		return !slices.Contains(cur.Prefixes, x) || onOther[x.Addr()]
 	})
 	if len(addA)+len(addP) > 0 {
+		delivered := c.delivering()
 		n, err := c.pool.AddCapacity(eniID, addA, addP)
 		if err != nil {
 			return nil, nil, fmt.Errorf("add delivered capacity: %w", err)
 		}
 		c.log.Info("delivered addresses added", "eni", eniID, "added", n)
-		c.delivered(eniID, n, since)
+		delivered(eniID, n, since)
 	}
 	cur.Addrs = slices.DeleteFunc(cur.Addrs, func(a netip.Addr) bool { return slices.Contains(seenA, a) })
 	cur.Prefixes = slices.DeleteFunc(cur.Prefixes, func(x netip.Prefix) bool { return slices.Contains(seenP, x) })

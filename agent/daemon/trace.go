@@ -64,16 +64,21 @@ func (a *Agent) tracer() trace.Tracer {
 	return otel.GetTracerProvider().Tracer(tracerName)
 }
 
-// traceDelivery records, in the trace of the ADD waiting longest, that
-// delivered addresses joined the pool: from since (when the agent began
-// confirming them with IMDS) to now.
-func (a *Agent) traceDelivery(eniID string, added int, since time.Time) {
+// traceDelivery is called just before delivered addresses join the pool.
+// It returns the function that records, in the trace of the ADD waiting
+// longest before they joined, that they did: from since (when the agent
+// began confirming them with IMDS) to now. The ADD is picked first because
+// the addresses wake the waiting ADDs, and the one they serve may have its
+// answer and be off the list before the span is made.
+func (a *Agent) traceDelivery() func(eniID string, added int, since time.Time) {
 	sc := a.waiting.oldest()
-	if !sc.IsValid() {
-		return
+	return func(eniID string, added int, since time.Time) {
+		if !sc.IsValid() {
+			return
+		}
+		ctx := trace.ContextWithSpanContext(context.Background(), sc)
+		_, span := a.tracer().Start(ctx, "allot deliver", trace.WithTimestamp(since),
+			trace.WithAttributes(attribute.String("allot.eni", eniID), attribute.Int("allot.added", added)))
+		span.End()
 	}
-	ctx := trace.ContextWithSpanContext(context.Background(), sc)
-	_, span := a.tracer().Start(ctx, "allot deliver", trace.WithTimestamp(since),
-		trace.WithAttributes(attribute.String("allot.eni", eniID), attribute.Int("allot.added", added)))
-	span.End()
 }

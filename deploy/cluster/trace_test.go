@@ -111,14 +111,14 @@ func waitingAddTrace(spans []telemetrytest.Span) ([]string, error) {
 	for _, s := range spans {
 		children[s.ParentSpanID] = append(children[s.ParentSpanID], s)
 	}
-	best := "no plugin ADD span"
+	best, furthest := "no plugin ADD span", 0
 	for _, tr := range byTrace {
 		story, missing := storyOf(tr, children, actions)
 		if missing == "" {
 			return story, nil
 		}
-		if len(story) > 0 {
-			best = missing
+		if len(story) > furthest {
+			best, furthest = missing, len(story)
 		}
 	}
 	return nil, fmt.Errorf("no trace holds a waiting ADD's story (%d spans); the closest lacks %s", len(spans), best)
@@ -187,14 +187,18 @@ func storyOf(tr []telemetrytest.Span, children, actions map[string][]telemetryte
 	story = append(story, "  (link from) "+action.Name+" node "+action.Attributes["allot.node"])
 	step(action)
 	step(ec2)
-	deliver, ok := find(addr.SpanID, "allot-agent", "allot deliver")
-	if !ok {
-		return story, "the delivery joining the pool"
+	// A waiting ADD may see more than one delivery: the one after the EC2
+	// calls is the story's.
+	var deliver telemetrytest.Span
+	for _, s := range children[addr.SpanID] {
+		if s.Service == "allot-agent" && s.Name == "allot deliver" && !s.End.Before(ec2.End) {
+			deliver = s
+		}
+	}
+	if deliver.SpanID == "" {
+		return story, "a delivery joining the pool after the EC2 calls"
 	}
 	step(deliver)
-	if deliver.End.Before(ec2.End) {
-		return story, "a delivery after the EC2 calls"
-	}
 	if add.End.Before(deliver.End) || root.End.Before(add.End) {
 		return story, "the ADD answering after the delivery"
 	}

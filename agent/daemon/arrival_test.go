@@ -41,7 +41,6 @@ func TestDeliveredAddressesOnASetUpENIDoNotWaitForIMDS(t *testing.T) {
 func TestNewENIWaitsForIMDS(t *testing.T) {
 	e := newEnv(t)
 	cfg := e.config()
-	cfg.MaxAddWait = 200 * time.Millisecond
 	cfg.IMDSCheckAfter = -1
 	net := hostnettest.NewRecorder()
 	a := e.start(cfg, net)
@@ -55,7 +54,7 @@ func TestNewENIWaitsForIMDS(t *testing.T) {
 	brokertest.WaitFor(t, 10*time.Second, "the new ENI's addresses awaited", func() bool {
 		return a.BrokerStatus().Unconfirmed == 2
 	})
-	if _, err := a.Add(ctxT(t), podReq("c1", "web-0")); !isPoolEmpty(err) {
+	if _, err := addWithin(t, a, podReq("c1", "web-0"), 200*time.Millisecond); !isPoolEmpty(err) {
 		t.Fatalf("add while IMDS doesn't show the new ENI: %v, want pool empty", err)
 	}
 	if n := net.Count(hostnettest.OpSetupENI); n != setups {

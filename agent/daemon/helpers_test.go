@@ -182,6 +182,18 @@ func mustAdd(t *testing.T, a *agentRun, req cniserver.Request) cniserver.AddResu
 	return res
 }
 
+// addWithin runs an ADD that may wait at most d for an address. Tests that
+// check no address is handed out bound that one ADD this way, not with a
+// short MaxAddWait: that would bound the ADDs that must succeed too, and on
+// a loaded machine the agent can take longer than a short wait to bring a
+// delivered address into the pool.
+func addWithin(t *testing.T, a *agentRun, req cniserver.Request, d time.Duration) (cniserver.AddResult, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctxT(t), d)
+	defer cancel()
+	return a.Add(ctx, req)
+}
+
 // wired returns the address the recorder has wired for an attachment.
 func wired(r *hostnettest.Recorder, req cniserver.Request) (netip.Addr, bool) {
 	for _, p := range r.Pods() {

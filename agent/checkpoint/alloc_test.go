@@ -7,10 +7,11 @@ import (
 	"testing"
 )
 
-// A Save reuses the buffers it encodes into: the agent saves the node's
-// whole state on every change, and two fresh copies of it per write were
-// a large part of the agent's garbage. What one Save allocates beyond
-// validating the state stays under two records' worth (it was three).
+// A Save reuses the buffers it encodes into and the copies it compares
+// (the state the file holds, the state being saved): the agent saves on
+// every change, and fresh copies of the node's state per write were a
+// large part of the agent's garbage. What one Save allocates beyond
+// validating the state stays under two records' worth.
 func TestSaveReusesItsBuffers(t *testing.T) {
 	f := New(filepath.Join(t.TempDir(), "ck.json"))
 	const saves = 40

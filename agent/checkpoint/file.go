@@ -36,7 +36,8 @@ type envelope struct {
 	Version int             `json:"version"`
 	SHA256  string          `json:"sha256"`
 	Written time.Time       `json:"written"`
-	State   json.RawMessage `json:"state"`
+	State   json.RawMessage `json:"state,omitempty"`
+	Change  json.RawMessage `json:"change,omitempty"`
 }
 
 // File is a checkpoint at one path. It is safe for concurrent use; Saves are
@@ -53,6 +54,14 @@ type File struct {
 	app     *os.File
 	size    int64
 	records int
+	// cur is the state the file holds, in key order, once a Save has
+	// written it; a change is recorded against it. next, chg, body and out
+	// are a Save's working copies, kept so that saves reuse them: the
+	// agent saves on every pod ADD and DEL.
+	cur, next State
+	chg       change
+	body      bytes.Buffer
+	out       []byte
 }
 
 // New returns the checkpoint at path. Nothing is read or written until Load
@@ -96,9 +105,18 @@ func (f *File) Load() (State, error) {
 	return s, nil
 }
 
-func decode(b []byte) (State, error) {
+// record is one decoded record of the journal: a whole state, or a change
+// to the state before it.
+type record struct {
+	state  *State
+	change *change
+}
+
+// decode reads one record: a whole state (version 1) or a change (version
+// ChangeVersion).
+func decode(b []byte) (record, error) {
 	if len(bytes.TrimSpace(b)) == 0 {
-		return State{}, fmt.Errorf("%w: empty file", ErrCorrupt)
+		return record{}, fmt.Errorf("%w: empty file", ErrCorrupt)
 	}
 	// Read the version alone first: a future format may not match the
 	// envelope at all, and that is a version problem, not corruption.
@@ -106,59 +124,77 @@ func decode(b []byte) (State, error) {
 		Version *int `json:"version"`
 	}
 	if err := json.Unmarshal(b, &v); err != nil {
-		return State{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
+		return record{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	if v.Version == nil {
-		return State{}, fmt.Errorf("%w: no version field", ErrCorrupt)
+		return record{}, fmt.Errorf("%w: no version field", ErrCorrupt)
 	}
-	if *v.Version != Version {
-		return State{}, fmt.Errorf("%w: version %d, this agent reads %d", ErrUnsupportedVersion, *v.Version, Version)
+	if *v.Version != Version && *v.Version != ChangeVersion {
+		return record{}, fmt.Errorf("%w: version %d, this agent reads %d and %d", ErrUnsupportedVersion,
+			*v.Version, Version, ChangeVersion)
 	}
 	var env envelope
 	if err := json.Unmarshal(b, &env); err != nil {
-		return State{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
+		return record{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	body := env.State
+	if *v.Version == ChangeVersion {
+		body = env.Change
 	}
 	var compact bytes.Buffer
-	if err := json.Compact(&compact, env.State); err != nil {
-		return State{}, fmt.Errorf("%w: state: %v", ErrCorrupt, err)
+	if err := json.Compact(&compact, body); err != nil {
+		return record{}, fmt.Errorf("%w: body: %v", ErrCorrupt, err)
 	}
 	if sum := checksum(compact.Bytes()); sum != env.SHA256 {
-		return State{}, fmt.Errorf("%w: checksum mismatch (file says %.12s, content is %.12s)", ErrCorrupt, env.SHA256, sum)
+		return record{}, fmt.Errorf("%w: checksum mismatch (file says %.12s, content is %.12s)", ErrCorrupt, env.SHA256, sum)
 	}
-	var s State
 	dec := json.NewDecoder(bytes.NewReader(compact.Bytes()))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&s); err != nil {
-		return State{}, fmt.Errorf("%w: state: %v", ErrCorrupt, err)
+	if *v.Version == ChangeVersion {
+		c := new(change)
+		if err := dec.Decode(c); err != nil {
+			return record{}, fmt.Errorf("%w: change: %v", ErrCorrupt, err)
+		}
+		return record{change: c}, nil
+	}
+	s := new(State)
+	if err := dec.Decode(s); err != nil {
+		return record{}, fmt.Errorf("%w: state: %v", ErrCorrupt, err)
 	}
 	if err := s.Validate(); err != nil {
-		return State{}, err
+		return record{}, err
 	}
-	return s, nil
+	return record{state: s}, nil
 }
 
 // encodeEnvelope returns exactly what json.Marshal of the envelope would,
-// body being json.Marshal's (compact) output. json.Marshal would scan and
-// compact body again as a RawMessage, which cost about as much as encoding
-// the state; the agent saves on every pod ADD and DEL.
+// body being json.Marshal's (compact) output of a whole state. json.Marshal
+// would scan and compact body again as a RawMessage, which cost about as
+// much as encoding the state.
 func encodeEnvelope(body []byte, written time.Time) ([]byte, error) {
-	return appendEnvelope(nil, body, written)
+	return appendRecord(nil, Version, body, written)
 }
 
-// appendEnvelope appends encodeEnvelope's bytes to out.
-func appendEnvelope(out, body []byte, written time.Time) ([]byte, error) {
+// appendRecord appends a record of the given version around body (a whole
+// state for Version, a change for ChangeVersion) to out, without its
+// newline.
+func appendRecord(out []byte, version int, body []byte, written time.Time) ([]byte, error) {
 	w, err := written.MarshalJSON()
 	if err != nil {
 		return nil, err
 	}
+	field := `,"state":`
+	if version == ChangeVersion {
+		field = `,"change":`
+	}
 	out = slices.Grow(out, len(body)+len(w)+128)
 	out = append(out, `{"version":`...)
-	out = strconv.AppendInt(out, Version, 10)
+	out = strconv.AppendInt(out, int64(version), 10)
 	out = append(out, `,"sha256":"`...)
 	out = append(out, checksum(body)...)
 	out = append(out, `","written":`...)
 	out = append(out, w...)
-	out = append(out, `,"state":`...)
+	out = append(out, field...)
 	out = append(out, body...)
 	return append(out, '}'), nil
 }
@@ -168,40 +204,34 @@ func checksum(b []byte) string {
 	return hex.EncodeToString(h[:])
 }
 
-// saveBuf is what a Save marshals into. Saves reuse them: every write
-// encodes the node's whole state, and two fresh copies of it per write
-// were most of what the agent allocated.
-type saveBuf struct {
-	body bytes.Buffer
-	out  []byte
+// encodeLocked encodes v (a State or a change) as one record of the given
+// version, with its newline, into f's reused buffers.
+func (f *File) encodeLocked(version int, v any) ([]byte, error) {
+	f.body.Reset()
+	// The encoder writes what json.Marshal returns, and a newline.
+	if err := json.NewEncoder(&f.body).Encode(v); err != nil {
+		return nil, err
+	}
+	body := bytes.TrimSuffix(f.body.Bytes(), []byte{'\n'})
+	out, err := appendRecord(f.out[:0], version, body, time.Now().UTC())
+	if err != nil {
+		return nil, err
+	}
+	f.out = append(out, '\n')
+	return f.out, nil
 }
 
-var saveBufs = sync.Pool{New: func() any { return new(saveBuf) }}
-
-// Save makes s the checkpoint durably: it appends s to the file as one
-// record and syncs it once (journal.go). The first Save of a File, and
-// every Save once the file holds enough records, rewrites the file whole
-// instead, atomically (write a temp file, fsync, rename, fsync the
-// directory). A crash at any point leaves every committed state readable.
-// It refuses an inconsistent state rather than persist it.
+// Save makes s the checkpoint durably: it appends what changed since the
+// last Save to the file as one record and syncs it once (journal.go). The
+// first Save of a File, and every Save once the file holds enough records,
+// rewrites the file whole instead, as one record of s, atomically (write a
+// temp file, fsync, rename, fsync the directory). A crash at any point
+// leaves every committed state readable. It refuses an inconsistent state
+// rather than persist it. s is not modified nor kept.
 func (f *File) Save(s State) error {
 	if err := s.Validate(); err != nil {
 		return fmt.Errorf("save checkpoint: %w", err)
 	}
-	bufs := saveBufs.Get().(*saveBuf)
-	defer saveBufs.Put(bufs)
-	bufs.body.Reset()
-	// The encoder writes what json.Marshal returns, and a newline.
-	if err := json.NewEncoder(&bufs.body).Encode(s); err != nil {
-		return fmt.Errorf("save checkpoint: %w", err)
-	}
-	body := bytes.TrimSuffix(bufs.body.Bytes(), []byte{'\n'})
-	out, err := appendEnvelope(bufs.out[:0], body, time.Now().UTC())
-	if err != nil {
-		return fmt.Errorf("save checkpoint: %w", err)
-	}
-	out = append(out, '\n')
-	bufs.out = out
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.cleaned {
@@ -213,14 +243,24 @@ func (f *File) Save(s State) error {
 		f.removeStaleTemps()
 		f.cleaned = true
 	}
-	if f.app == nil || f.records >= compactRecords || f.size+int64(len(out)) > compactBytes {
-		err = f.rewriteLocked(out)
+	copyInto(&f.next, s)
+	var rec []byte
+	var err error
+	if f.app == nil || f.records >= compactRecords || f.size >= compactBytes {
+		if rec, err = f.encodeLocked(Version, f.next); err == nil {
+			err = f.rewriteLocked(rec)
+		}
 	} else {
-		err = f.appendLocked(out)
+		diff(&f.chg, f.cur, f.next)
+		if rec, err = f.encodeLocked(ChangeVersion, &f.chg); err == nil {
+			err = f.appendLocked(rec)
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("save checkpoint %s: %w", f.path, err)
 	}
+	// What the file holds now; the old one's arrays take the next copy.
+	f.cur, f.next = f.next, f.cur
 	return nil
 }
 

@@ -177,7 +177,7 @@ func TestCorruptFiles(t *testing.T) {
 		{"flipped address", func(t *testing.T) []byte {
 			return bytes.Replace(good(t), []byte(`10.0.0.6`), []byte(`10.0.0.5`), 1)
 		}, ErrCorrupt},
-		{"future version", func(t *testing.T) []byte { return rewrap(t, 2, `{}`) }, ErrUnsupportedVersion},
+		{"future version", func(t *testing.T) []byte { return rewrap(t, ChangeVersion+1, `{}`) }, ErrUnsupportedVersion},
 		{"version zero", func(*testing.T) []byte { return []byte(`{"version":0}`) }, ErrUnsupportedVersion},
 		{"unknown field", func(t *testing.T) []byte { return rewrap(t, 1, `{"usageSeq":1,"bogus":true}`) }, ErrCorrupt},
 		{"inconsistent but checksummed", func(t *testing.T) []byte {
@@ -372,7 +372,7 @@ func TestEnvelopeMatchesJSONMarshal(t *testing.T) {
 		if !bytes.Equal(got, want) {
 			t.Fatalf("envelope differs:\n got %s\nwant %s", got, want)
 		}
-		if back, err := decode(got); err != nil || !reflect.DeepEqual(back, s) {
+		if back, err := decode(got); err != nil || !reflect.DeepEqual(*back.state, s) {
 			t.Fatalf("decode: %+v, %v", back, err)
 		}
 	}

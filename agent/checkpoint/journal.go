@@ -12,22 +12,27 @@ import (
 // The journal.
 //
 // Rewriting the file on every change (temp file, fsync, rename, fsync of
-// the directory) costs two syncs and a rename per pod ADD and DEL. Instead
-// the file is a journal of whole states: each line is one record, an
-// envelope exactly as a rewrite writes it (version, SHA-256 of the state,
-// the state), and the last whole record is the checkpoint. A change appends
-// one record and syncs the file once (fdatasync). When the file holds
+// the directory) costs two syncs and a rename per pod ADD and DEL, and
+// appending the whole state costs encoding, checksumming and writing every
+// record of the node for a change of one or two. Instead the file is a
+// journal: each line is one record, an envelope (version, SHA-256 of the
+// body, time written, body). The first record holds a whole state
+// (version 1, exactly as a rewrite writes it); each later one holds a
+// change to the state before it (version ChangeVersion, change.go): the
+// records that differ, by key, and the keys gone. A change appends one
+// record and syncs the file once (fdatasync). When the file holds
 // compactRecords records or compactBytes bytes, the next change rewrites
 // it whole (atomically, as before), leaving one record; so does the first
 // change of every process, which also drops anything a crash left after
 // the last whole record.
 //
-// Reading it back (decodeJournal):
+// Reading it back (decodeJournal): the first record's state, each change
+// after it replayed in order, and the result checked (State.Validate).
 //
 //   - The first record was written by a rewrite, whole or not at all, so
 //     if it can't be trusted the file is corrupt: Load fails with
 //     ErrCorrupt (or ErrUnsupportedVersion, ErrInvalid) and leaves the file
-//     as it is, as it always did.
+//     as it is, as it always did. So does a first record that is a change.
 //   - A record is committed once its sync has returned, and records are
 //     appended one at a time, each after the previous one's sync. So only
 //     the last append can be torn (a crash while it was written): trailing
@@ -35,16 +40,21 @@ import (
 //     follows, are that append. They are dropped, with a warning; every
 //     record before them is whole and kept.
 //   - A damaged record followed by a whole one is not a torn append: it is
-//     corruption, and Load fails with ErrCorrupt.
+//     corruption, and Load fails with ErrCorrupt. So is a whole change that
+//     contradicts the state before it (it removes a record the state does
+//     not hold), and a replayed state that fails its check is ErrInvalid.
 //
 // A file rewritten whole is one record with a trailing newline; a file
 // written before the journal existed is one record without one. Both read
 // the same. An agent from before the journal reads a file with more than
-// one record as corrupt (and leaves it alone).
+// one record as corrupt, and one from before change records refuses a
+// file holding one (ErrUnsupportedVersion); both leave the file alone.
 
-// When the next change rewrites the file instead of appending to it.
+// When the next change rewrites the file instead of appending to it. A
+// change record is small, so the count decides; a rewrite costs the whole
+// state's encoding and two syncs.
 const (
-	compactRecords = 64
+	compactRecords = 256
 	compactBytes   = 8 << 20
 )
 
@@ -55,35 +65,58 @@ type tornTail struct {
 	err    error
 }
 
-// decodeJournal returns the last whole record's state and what it dropped
-// after it, if anything.
+// decodeJournal returns the state the journal holds and what it dropped
+// after its last whole record, if anything.
 func decodeJournal(b []byte) (State, *tornTail, error) {
 	lines := bytes.Split(b, []byte{'\n'})
 	if len(lines) > 1 && len(lines[len(lines)-1]) == 0 {
 		lines = lines[:len(lines)-1] // the last record's newline
 	}
-	s, err := decode(lines[0])
+	first, err := decode(lines[0])
 	if err != nil {
 		return State{}, nil, err
 	}
+	if first.state == nil {
+		return State{}, nil, fmt.Errorf("%w: the first record is a change, not a whole state", ErrCorrupt)
+	}
+	s := *first.state
+	sortByKey(&s)
 	var torn *tornTail
-	for i, rec := range lines[1:] {
-		st, err := decode(rec)
+	for i, line := range lines[1:] {
+		rec, err := decode(line)
 		switch {
 		case err == nil && torn != nil:
 			return State{}, nil, fmt.Errorf("record %d: %w; record %d after it is whole, so it is not a torn write",
 				torn.record, torn.err, i+1)
 		case err == nil:
-			s = st
+			if err := replay(&s, rec); err != nil {
+				return State{}, nil, fmt.Errorf("record %d: %w", i+1, err)
+			}
 		case !errors.Is(err, ErrCorrupt):
 			return State{}, nil, fmt.Errorf("record %d: %w", i+1, err)
 		case torn == nil:
-			torn = &tornTail{record: i + 1, bytes: len(rec), err: err}
+			torn = &tornTail{record: i + 1, bytes: len(line), err: err}
 		default:
-			torn.bytes += 1 + len(rec)
+			torn.bytes += 1 + len(line)
 		}
 	}
+	if err := s.Validate(); err != nil {
+		return State{}, nil, fmt.Errorf("the state after %d records: %w", len(lines), err)
+	}
 	return s, torn, nil
+}
+
+// replay makes rec the state's next record.
+func replay(s *State, rec record) error {
+	if rec.state != nil {
+		*s = *rec.state
+		sortByKey(s)
+		return nil
+	}
+	if err := s.apply(*rec.change); err != nil {
+		return fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	return nil
 }
 
 // appendLocked appends one record and syncs it. If either fails, the file

@@ -1,11 +1,12 @@
 // Package checkpoint keeps the agent's allocation state in one file of
-// versioned, checksummed JSON records: every change appends the whole state
-// as one record and syncs it once, and the file is now and then rewritten
+// versioned, checksummed JSON records: the file is now and then rewritten
 // whole, atomically (write temp, fsync, rename, fsync directory), as one
-// record (journal.go). It is read back on start: the last whole record is
-// the state; a torn last record (a crash mid-append) is dropped with a
-// warning. A file that can't otherwise be trusted is an error, never an
-// empty state: a restart must not free what is in use.
+// record of the whole state, and in between every change appends a record
+// of what it changed and syncs it once (journal.go). It is read back on
+// start: the last whole state with the changes after it replayed; a torn
+// last record (a crash mid-append) is dropped with a warning. A file that
+// can't otherwise be trusted is an error, never an empty state: a restart
+// must not free what is in use.
 package checkpoint
 
 import (
@@ -15,8 +16,17 @@ import (
 	"time"
 )
 
-// Version is the checkpoint format this package writes and reads.
-const Version = 1
+// The record formats this package writes and reads. Whole states keep
+// the version they always had, so a file just rewritten whole is still
+// read by an agent from before changes were recorded; a change has a
+// version of its own, which such an agent refuses (ErrUnsupportedVersion)
+// rather than misread.
+const (
+	// Version is a record holding the node's whole state.
+	Version = 1
+	// ChangeVersion is a record holding a change to the state before it.
+	ChangeVersion = 2
+)
 
 // State is everything the agent must not forget across a restart.
 type State struct {

@@ -1,10 +1,10 @@
 package awssim_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -14,6 +14,11 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/allotnet/allot/awssim"
+	simec2 "github.com/allotnet/allot/awssim/ec2"
+	"github.com/allotnet/allot/awssim/scenario"
+	"github.com/allotnet/allot/awssim/simclock"
+	"github.com/allotnet/allot/awssim/throttle"
+	"github.com/allotnet/allot/awssim/world"
 )
 
 func throttled(err error) bool {
@@ -31,65 +36,113 @@ func (h *harness) deleteMissing() error {
 	return err
 }
 
+// manualHarness serves testScenario's EC2 API, throttled with the default
+// buckets, on a clock that moves only when the test advances it: what a
+// burst gets through is then exact, however fast or slow this machine
+// sends it.
+func manualHarness(t *testing.T) (*harness, *simec2.Server, *simclock.Manual) {
+	t.Helper()
+	clk := simclock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	w := world.New(world.Config{Clock: clk, Seed: 42})
+	if err := scenario.Apply(w, testScenario()); err != nil {
+		t.Fatal(err)
+	}
+	srv := simec2.New(simec2.Config{World: w, Limiter: throttle.New(clk, nil), Seed: 42})
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return &harness{ec2: ec2.NewFromConfig(awssim.SDKConfig(hs.URL)), ctx: ctx}, srv, clk
+}
+
 // TestThrottleBurstAndRefill shows DeleteNetworkInterface's bucket (100
-// tokens, 5/s simulated) at two time scales: a burst gets 100 requests
-// through (plus what refills during the burst) and then
-// RequestLimitExceeded; hammering an empty bucket for a second gets
-// through 5 × scale requests, within ±25%.
+// tokens, 5/s simulated) through the real SDK: a burst gets exactly 100
+// requests through and then RequestLimitExceeded, counted as such; each
+// simulated second then lets exactly 5 more through, and the bucket never
+// holds more than 100. The clock is advanced by hand, so the counts do not
+// depend on how long the requests take (TestThrottleRefillFollowsTimeScale
+// checks the refill against the wall clock at a time scale).
 func TestThrottleBurstAndRefill(t *testing.T) {
+	h, srv, clk := manualHarness(t)
+	through := func() (n int) {
+		t.Helper()
+		for range 200 {
+			err := h.deleteMissing()
+			if throttled(err) {
+				return n
+			}
+			if err == nil {
+				t.Fatal("delete of a missing ENI succeeded")
+			}
+			n++ // NotFound: the request got through the bucket
+		}
+		t.Fatalf("%d requests through and none throttled; the bucket holds 100", n)
+		return n
+	}
+
+	if n := through(); n != 100 {
+		t.Fatalf("burst: %d requests through, want the bucket's 100", n)
+	}
+	for i := range 59 {
+		if err := h.deleteMissing(); !throttled(err) {
+			t.Fatalf("request %d after the burst, no time passed: %v, want RequestLimitExceeded", 102+i, err)
+		}
+	}
+	if c := srv.Counters()["DeleteNetworkInterface"]; c.Calls != 160 || c.Throttled != 60 || c.Errors != 100 {
+		t.Fatalf("counters %+v; want calls 160, throttled 60, errors 100", c)
+	}
+
+	for _, step := range []struct {
+		advance time.Duration
+		want    int
+	}{
+		{time.Second, 5},
+		{3 * time.Second, 15},
+		{time.Hour, 100}, // refilled to the bucket's size, no further
+	} {
+		clk.Advance(step.advance)
+		if n := through(); n != step.want {
+			t.Fatalf("%v simulated after the bucket emptied: %d requests through, want %d", step.advance, n, step.want)
+		}
+	}
+}
+
+// TestThrottleRefillFollowsTimeScale checks that a Sim's buckets refill on
+// its scaled clock, at two time scales: an emptied DeleteNetworkInterface
+// bucket (5/s simulated) holds 5 × scale tokens per real second later.
+// The bucket is emptied in-process, far faster than it refills, and its
+// content is bracketed by wall-clock readings taken before and after each
+// step, so the check is exact however the machine schedules the test.
+func TestThrottleRefillFollowsTimeScale(t *testing.T) {
+	const bucket, capacity, refill = "DeleteNetworkInterface", 100.0, 5.0
 	for _, scale := range []float64{10, 40} {
 		t.Run(fmt.Sprintf("scale=%g", scale), func(t *testing.T) {
 			h := start(t, awssim.Config{Scenario: testScenario(), TimeScale: scale})
-			rate := 5 * scale // tokens per real second
-
-			// Burst.
-			begin := time.Now()
-			ok, limited := 0, 0
-			for range 160 {
-				err := h.deleteMissing()
-				switch {
-				case throttled(err):
-					limited++
-				case err != nil:
-					ok++ // NotFound: the request got through the bucket
-				default:
-					t.Fatal("delete of a missing ENI succeeded")
+			lim := h.sim.Throttle()
+			// Empty the bucket; the refused take leaves less than one token.
+			var beforeEmpty time.Time
+			for {
+				beforeEmpty = time.Now()
+				if !lim.TakeAction(bucket, true) {
+					break
 				}
 			}
-			refilled := rate * time.Since(begin).Seconds()
-			if ok < 100 || float64(ok) > 100+refilled+1 {
-				t.Fatalf("burst: %d got through; want 100..%.0f (bucket 100 + %.1f refilled)", ok, 100+refilled+1, refilled)
+			empty := time.Now()
+			for _, wait := range []time.Duration{50 * time.Millisecond, 150 * time.Millisecond} {
+				time.Sleep(wait)
+				before := time.Now()
+				got := lim.Tokens(bucket)
+				after := time.Now()
+				// Refill since the refused take, at 5 × scale per real second.
+				low := min(capacity, refill*scale*before.Sub(empty).Seconds())
+				high := min(capacity, 1+refill*scale*after.Sub(beforeEmpty).Seconds())
+				if got < low-1e-6 || got > high+1e-6 {
+					t.Fatalf("%.3fs real after the bucket emptied: %.2f tokens, want %.2f..%.2f (%g/s simulated × %g)",
+						before.Sub(empty).Seconds(), got, low, high, refill, scale)
+				}
+				t.Logf("scale %g: %.2f tokens %.3fs after the bucket emptied (want %.2f..%.2f)",
+					scale, got, before.Sub(empty).Seconds(), low, high)
 			}
-			if limited == 0 {
-				t.Fatal("burst of 160: nothing throttled")
-			}
-			if c := h.sim.Counters()["DeleteNetworkInterface"]; c.Calls != 160 || c.Throttled != int64(limited) || c.Errors != int64(ok) {
-				t.Fatalf("counters %+v; want calls 160 throttled %d errors %d", c, limited, ok)
-			}
-
-			// Sustained: four clients hammer the empty bucket for a second.
-			const window = time.Second
-			var through atomic.Int64
-			var wg sync.WaitGroup
-			begin = time.Now()
-			for range 4 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for time.Since(begin) < window {
-						if err := h.deleteMissing(); !throttled(err) {
-							through.Add(1)
-						}
-					}
-				}()
-			}
-			wg.Wait()
-			want := rate * time.Since(begin).Seconds()
-			got := float64(through.Load())
-			if got < 0.75*want || got > 1.25*want {
-				t.Fatalf("sustained: %.0f requests through in %v; want %.0f ±25%% (refill %.0f/s real)", got, time.Since(begin), want, rate)
-			}
-			t.Logf("scale %v: burst %d through, sustained %.0f/s vs refill %.0f/s", scale, ok, got/time.Since(begin).Seconds(), rate)
 		})
 	}
 }

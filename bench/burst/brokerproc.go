@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"strconv"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -158,6 +159,13 @@ type Broker struct {
 
 	b    *brokerd.Broker
 	stop func()
+
+	// Each term starts an engine with counters of its own: ended holds the
+	// sum of the engines of earlier terms, and last the engine of the
+	// latest term seen, so Stats counts a whole run across a lost lead.
+	mu    sync.Mutex
+	last  *executor.Engine
+	ended executor.Stats
 }
 
 // StartBroker starts a broker in this process, assembled as allot-broker
@@ -215,11 +223,29 @@ func StartBroker(ctx context.Context, cfg BrokerConfig) (*Broker, error) {
 	}}, nil
 }
 
+// engineStats returns the counters of eng, the current term's engine (nil
+// between terms), added to those of every earlier term's (an engine's
+// counters are final once its term has ended); false before the first term.
+func (b *Broker) engineStats(eng *executor.Engine) (executor.Stats, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if eng != nil && b.last != eng {
+		if b.last != nil {
+			b.ended = b.ended.Plus(b.last.Stats())
+		}
+		b.last = eng
+	}
+	if b.last == nil {
+		return executor.Stats{}, false
+	}
+	return b.ended.Plus(b.last.Stats()), true
+}
+
 // Stats returns the broker's counters; Proc is this process's.
 func (b *Broker) Stats() BrokerStats {
 	s := BrokerStats{Planned: map[string]int{}}
-	if eng := b.b.Engine(); eng != nil {
-		s.Engine = eng.Stats()
+	if eng, ok := b.engineStats(b.b.Engine()); ok {
+		s.Engine = eng
 		s.Plans = int(s.Engine.Plans)
 		s.Planned = plannedCalls(s.Engine.Planned)
 	}

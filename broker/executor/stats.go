@@ -187,3 +187,41 @@ func (e *Engine) count(f func(s *Stats)) {
 	f(&e.stats)
 	e.mu.Unlock()
 }
+
+// Plus returns the sum of s and o: the counters of two engines (two terms
+// of one replica) as if one had counted both.
+func (s Stats) Plus(o Stats) Stats {
+	c := s.clone()
+	c.Rounds += o.Rounds
+	c.RoundTime += o.RoundTime
+	if len(o.RoundHist) > len(c.RoundHist) {
+		c.RoundHist = append(c.RoundHist, make([]int64, len(o.RoundHist)-len(c.RoundHist))...)
+	}
+	for i, n := range o.RoundHist {
+		c.RoundHist[i] += n
+	}
+	c.RoundPhases, c.SlowRoundPhases = addMap(c.RoundPhases, o.RoundPhases), addMap(c.SlowRoundPhases, o.SlowRoundPhases)
+	c.SlowRounds += o.SlowRounds
+	c.FullReads += o.FullReads
+	c.Plans += o.Plans
+	c.Planned, c.Started = addMap(c.Planned, o.Planned), addMap(c.Started, o.Started)
+	c.Done, c.Failed = addMap(c.Done, o.Done), addMap(c.Failed, o.Failed)
+	c.BudgetRefused += o.BudgetRefused
+	c.Resolved += o.Resolved
+	c.Delivered += o.Delivered
+	c.Released += o.Released
+	c.Proposed += o.Proposed
+	c.Cancelled += o.Cancelled
+	return c
+}
+
+// addMap adds b's counts into a (a copy, or a new map when a is nil).
+func addMap[V int64 | time.Duration](a, b map[string]V) map[string]V {
+	if a == nil {
+		a = map[string]V{}
+	}
+	for k, v := range b {
+		a[k] += v
+	}
+	return a
+}

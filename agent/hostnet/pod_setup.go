@@ -63,17 +63,17 @@ func (l *Linux) setupPod(c PodConfig, prune bool) (PodResult, error) {
 	}
 	defer podNL.Close()
 
-	host, pod, err := l.ensureVethPair(c, hostName, podNS, podNL)
+	host, pod, fresh, err := l.ensureVethPair(c, hostName, podNS, podNL)
 	if err != nil {
 		return fail("veth pair", err)
 	}
 	if err := l.configureHostVeth(c, host); err != nil {
 		return fail("host veth "+hostName, err)
 	}
-	if err := configurePodSide(podNL, pod, c, host.Attrs().HardwareAddr); err != nil {
+	if err := configurePodSide(podNL, pod, c, host.Attrs().HardwareAddr, fresh); err != nil {
 		return fail("pod interface "+c.Attachment.IfName, err)
 	}
-	if err := l.ensureHostRouting(c, host, prune); err != nil {
+	if err := l.ensureHostRouting(c, host, prune, fresh); err != nil {
 		return fail("host routing", err)
 	}
 	if err := l.ensureHostNeighbour(c, host, pod.Attrs().HardwareAddr); err != nil {
@@ -105,43 +105,48 @@ func (l *Linux) ensureForwarding() error {
 
 // ensureVethPair returns the attachment's two veth ends, creating them with
 // the pod end born directly inside the pod namespace under its final name.
-func (l *Linux) ensureVethPair(c PodConfig, hostName string, podNS netns.NsHandle, podNL *netlink.Handle) (netlink.Link, netlink.Link, error) {
+// fresh says this call created them: nothing can route through links that
+// did not exist before, and the pod end has no address yet. The host end
+// is created up and with its alias, which saves a request for each.
+func (l *Linux) ensureVethPair(c PodConfig, hostName string, podNS netns.NsHandle, podNL *netlink.Handle) (host, pod netlink.Link, fresh bool, err error) {
 	ifName := c.Attachment.IfName
-	host, err := l.nl.LinkByName(hostName)
+	host, err = l.nl.LinkByName(hostName)
 	switch {
 	case err == nil:
 		if pod, ok := l.pairedPeer(host, podNS, podNL, ifName); ok {
-			return host, pod, nil
+			return host, pod, false, nil
 		}
 		// Ours by name but no longer paired with this pod's interface (an
 		// interrupted earlier ADD, or a recreated namespace): replace it.
 		if err := l.nl.LinkDel(host); err != nil && !isNotFound(err) {
-			return nil, nil, fmt.Errorf("remove unpaired %s: %w", hostName, err)
+			return nil, nil, false, fmt.Errorf("remove unpaired %s: %w", hostName, err)
 		}
 	case !isNotFound(err):
-		return nil, nil, fmt.Errorf("look up %s: %w", hostName, err)
-	}
-	if _, err := podNL.LinkByName(ifName); err == nil {
-		return nil, nil, fmt.Errorf("%w: %s", ErrIfNameTaken, ifName)
-	} else if !isNotFound(err) {
-		return nil, nil, fmt.Errorf("look up %s in pod netns: %w", ifName, err)
+		return nil, nil, false, fmt.Errorf("look up %s: %w", hostName, err)
 	}
 	veth := &netlink.Veth{
-		LinkAttrs:     netlink.LinkAttrs{Name: hostName, MTU: c.MTU},
+		LinkAttrs:     netlink.LinkAttrs{Name: hostName, MTU: c.MTU, Alias: c.Attachment.alias(), Flags: net.FlagUp},
 		PeerName:      ifName,
 		PeerNamespace: netlink.NsFd(int(podNS)),
 	}
 	if err := l.nl.LinkAdd(veth); err != nil {
-		return nil, nil, fmt.Errorf("create %s with peer %s: %w", hostName, ifName, err)
+		// The host name was free just now, so a name taken is most likely
+		// the pod's. Nothing was created (the kernel registers the pod end
+		// first), and an interface that is not ours is never taken over.
+		if errors.Is(err, unix.EEXIST) {
+			if _, perr := podNL.LinkByName(ifName); perr == nil {
+				return nil, nil, false, fmt.Errorf("%w: %s", ErrIfNameTaken, ifName)
+			}
+		}
+		return nil, nil, false, fmt.Errorf("create %s with peer %s: %w", hostName, ifName, err)
 	}
 	if host, err = l.nl.LinkByName(hostName); err != nil {
-		return nil, nil, fmt.Errorf("look up new %s: %w", hostName, err)
+		return nil, nil, false, fmt.Errorf("look up new %s: %w", hostName, err)
 	}
-	pod, err := podNL.LinkByName(ifName)
-	if err != nil {
-		return nil, nil, fmt.Errorf("look up new %s in pod netns: %w", ifName, err)
+	if pod, err = podNL.LinkByName(ifName); err != nil {
+		return nil, nil, false, fmt.Errorf("look up new %s in pod netns: %w", ifName, err)
 	}
-	return host, pod, nil
+	return host, pod, true, nil
 }
 
 // pairedPeer returns the pod's interface if it is the other end of host:
@@ -184,8 +189,9 @@ func (l *Linux) configureHostVeth(c PodConfig, host netlink.Link) error {
 // configurePodSide gives the pod interface its /32 address (and no other),
 // a link route to the fake gateway, a default route through it (both at the
 // interface's metric, see podRoutePriority), and a permanent neighbour entry
-// resolving the gateway to the host veth's MAC.
-func configurePodSide(podNL *netlink.Handle, pod netlink.Link, c PodConfig, hostMAC net.HardwareAddr) error {
+// resolving the gateway to the host veth's MAC. A fresh interface has no
+// address to remove.
+func configurePodSide(podNL *netlink.Handle, pod netlink.Link, c PodConfig, hostMAC net.HardwareAddr, fresh bool) error {
 	if c.MTU != 0 && pod.Attrs().MTU != c.MTU {
 		if err := podNL.LinkSetMTU(pod, c.MTU); err != nil {
 			return fmt.Errorf("set mtu: %w", err)
@@ -197,15 +203,9 @@ func configurePodSide(podNL *netlink.Handle, pod netlink.Link, c PodConfig, host
 		}
 	}
 	want := host32(c.Address)
-	addrs, err := retryDump(func() ([]netlink.Addr, error) { return podNL.AddrList(pod, unix.AF_INET) })
-	if err != nil {
-		return fmt.Errorf("list addresses: %w", err)
-	}
-	for _, a := range addrs {
-		if a.IPNet.String() != want.String() {
-			if err := podNL.AddrDel(pod, &a); err != nil && !isNotFound(err) {
-				return fmt.Errorf("remove stale address %s: %w", a.IPNet, err)
-			}
+	if !fresh {
+		if err := dropOtherAddrs(podNL, pod, want); err != nil {
+			return err
 		}
 	}
 	if err := podNL.AddrReplace(pod, &netlink.Addr{IPNet: want}); err != nil {
@@ -235,11 +235,32 @@ func configurePodSide(podNL *netlink.Handle, pod netlink.Link, c PodConfig, host
 	return nil
 }
 
+// dropOtherAddrs removes the pod interface's IPv4 addresses but want.
+func dropOtherAddrs(podNL *netlink.Handle, pod netlink.Link, want *net.IPNet) error {
+	addrs, err := retryDump(func() ([]netlink.Addr, error) { return podNL.AddrList(pod, unix.AF_INET) })
+	if err != nil {
+		return fmt.Errorf("list addresses: %w", err)
+	}
+	for _, a := range addrs {
+		if a.IPNet.String() != want.String() {
+			if err := podNL.AddrDel(pod, &a); err != nil && !isNotFound(err) {
+				return fmt.Errorf("remove stale address %s: %w", a.IPNet, err)
+			}
+		}
+	}
+	return nil
+}
+
 // ensureHostRouting adds the host /32 route and the pod's rules and, with
 // prune, drops those left from an earlier configuration of the same
-// attachment (another address, or another ENI).
-func (l *Linux) ensureHostRouting(c PodConfig, host netlink.Link, prune bool) error {
+// attachment (another address, or another ENI). On a fresh veth no route
+// can be left through it, and the address's source rules are replaced
+// without listing every rule of the node (replaceFromRules).
+func (l *Linux) ensureHostRouting(c PodConfig, host netlink.Link, prune, fresh bool) error {
 	idx := host.Attrs().Index
+	if prune && fresh {
+		return l.routeFreshPod(c, idx)
+	}
 	var routes []netlink.Route
 	if prune {
 		var err error
@@ -285,6 +306,30 @@ func (l *Linux) ensureHostRouting(c PodConfig, host netlink.Link, prune bool) er
 	}
 	if c.DeviceIndex > 0 {
 		return l.addRule(fromPodRule(c.Address, wantTable))
+	}
+	return nil
+}
+
+// routeFreshPod routes a pod whose veth this call created: the host /32
+// route, the `to` rule, and the address's source rule into its ENI's
+// table (none on the primary ENI). A source rule an earlier owner of the
+// address left (into another ENI's table, say, after a crash in its
+// teardown) is replaced: the address is routed to no other interface
+// (setupPod checked), so such rules are no live pod's, and this pod sends
+// nothing before its ADD has answered.
+func (l *Linux) routeFreshPod(c PodConfig, idx int) error {
+	route := &netlink.Route{LinkIndex: idx, Dst: host32(c.Address), Scope: netlink.SCOPE_LINK, Table: mainTable}
+	if err := l.nl.RouteReplace(route); err != nil {
+		return fmt.Errorf("set route %s: %w", route.Dst, err)
+	}
+	if err := l.addRule(toPodRule(c.Address)); err != nil {
+		return err
+	}
+	if err := l.dropFromRules(c.Address); err != nil {
+		return err
+	}
+	if c.DeviceIndex > 0 {
+		return l.addRule(fromPodRule(c.Address, RouteTable(c.DeviceIndex)))
 	}
 	return nil
 }

@@ -373,11 +373,18 @@ func TestSetupPodReplacesUnpairedVeth(t *testing.T) {
 		t.Errorf("pod over a replaced veth: %v", err)
 	}
 
-	// The pod namespace already has an eth0 that is not ours.
+	// The pod namespace already has an eth0 that is not ours: refused,
+	// and nothing of the refused veth is left.
 	other, cfg2 := n.podConfig("pb", "10.0.0.21", 0)
 	veth(t, other, "eth0", "", spare, "x0")
 	if _, err := n.net.SetupPod(cfg2); !errors.Is(err, ErrIfNameTaken) {
 		t.Errorf("SetupPod into a namespace with a foreign eth0: %v, want ErrIfNameTaken", err)
+	}
+	if _, err := n.node.NL.LinkByName(HostVethName(cfg2.Attachment)); err == nil {
+		t.Errorf("refused SetupPod left its host veth behind")
+	}
+	if eth0, err := other.NL.LinkByName("eth0"); err != nil || eth0.Type() != "veth" {
+		t.Errorf("the foreign eth0 is gone or changed: %v", err)
 	}
 }
 
@@ -441,5 +448,68 @@ func TestConcurrentSetupAndTeardown(t *testing.T) {
 	parallel(n.net.TeardownPod)
 	if after := snapshot(t, n.node); !slices.Equal(before, after) {
 		t.Errorf("node netns after parallel setup and teardown differs:\nbefore %q\nafter  %q", before, after)
+	}
+}
+
+// fromRules lists the node's source rules of addr, as "table N".
+func fromRules(t *testing.T, n *testNode, addr string) []string {
+	t.Helper()
+	rules, err := n.node.NL.RuleList(unix.AF_INET)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, r := range rules {
+		if ipNetString(r.Src) == addr+"/32" {
+			out = append(out, fmt.Sprintf("table %d prio %d", r.Table, r.Priority))
+		}
+	}
+	return out
+}
+
+// TestFreshVethReplacesStaleSourceRules: source rules an earlier owner of
+// the address left behind (its namespace gone without a teardown, and one
+// into another ENI's table) do not survive a new pod wired with that
+// address on a new veth: on the primary ENI it has none, on a secondary
+// exactly the one into its ENI's table.
+func TestFreshVethReplacesStaleSourceRules(t *testing.T) {
+	n := newTestNode(t)
+	n.setupENIs()
+	const addr = "10.0.1.20"
+	old := n.addPod("old", addr, 1)
+	deleteNS(t, old.ns) // the veth goes, the rules stay
+	waitLinkGone(t, n.node, old.res.HostVeth)
+	stale := fromPodRule(netip.MustParseAddr(addr), RouteTable(2))
+	if err := n.node.NL.RuleAdd(stale); err != nil {
+		t.Fatal(err)
+	}
+	if got := fromRules(t, n, addr); len(got) != 2 {
+		t.Fatalf("before: source rules %v, want the two stale ones", got)
+	}
+
+	primary := n.addPod("primary", addr, 0)
+	if got := fromRules(t, n, addr); len(got) != 0 {
+		t.Errorf("pod on the primary ENI: source rules %v, want none", got)
+	}
+	if err := n.net.CheckPod(primary.cfg); err != nil {
+		t.Errorf("CheckPod(primary): %v", err)
+	}
+	if err := n.net.TeardownPod(primary.cfg); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := n.node.NL.RuleAdd(stale); err != nil {
+		t.Fatal(err)
+	}
+	secondary := n.addPod("secondary", addr, 1)
+	want := fmt.Sprintf("table %d prio %d", RouteTable(1), PriorityFromPod)
+	if got := fromRules(t, n, addr); len(got) != 1 || got[0] != want {
+		t.Errorf("pod on the secondary ENI: source rules %v, want [%s]", got, want)
+	}
+	if err := n.net.CheckPod(secondary.cfg); err != nil {
+		t.Errorf("CheckPod(secondary): %v", err)
+	}
+	if err := ping(secondary.ns, nodeIP); err != nil {
+		t.Errorf("pod on the secondary ENI: %v", err)
 	}
 }

@@ -60,6 +60,28 @@ func (l *Linux) allRules() ([]netlink.Rule, error) {
 	return rules, nil
 }
 
+// maxFromRules bounds dropFromRules: an address has one source rule, and
+// more than a few are no state this agent makes.
+const maxFromRules = 64
+
+// dropFromRules removes every source rule of addr at PriorityFromPod,
+// whatever its table, one request each and one more that finds none, in
+// place of listing every rule of the node: a request naming no table
+// matches a rule of any table.
+func (l *Linux) dropFromRules(addr netip.Addr) error {
+	r := fromPodRule(addr, 0)
+	for range maxFromRules {
+		err := l.nl.RuleDel(r)
+		switch {
+		case isNotFound(err):
+			return nil
+		case err != nil:
+			return fmt.Errorf("remove rule from %s: %w", addr, err)
+		}
+	}
+	return fmt.Errorf("remove rules from %s: still more after %d", addr, maxFromRules)
+}
+
 // deletePodRules removes the per-pod rules of one address: its `to` rule
 // and its `from` rules (only the one into table, if table is non-zero).
 func (l *Linux) deletePodRules(addr netip.Addr, table int) error {

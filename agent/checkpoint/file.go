@@ -60,6 +60,7 @@ type File struct {
 	// agent saves on every pod ADD and DEL.
 	cur, next State
 	chg       change
+	check     validator
 	body      bytes.Buffer
 	out       []byte
 }
@@ -229,11 +230,11 @@ func (f *File) encodeLocked(version int, v any) ([]byte, error) {
 // leaves every committed state readable. It refuses an inconsistent state
 // rather than persist it. s is not modified nor kept.
 func (f *File) Save(s State) error {
-	if err := s.Validate(); err != nil {
-		return fmt.Errorf("save checkpoint: %w", err)
-	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := s.validate(&f.check); err != nil {
+		return fmt.Errorf("save checkpoint: %w", err)
+	}
 	if !f.cleaned {
 		// The first save on a new node creates the directory (0700: the
 		// checkpoint is the node's only record of which pod holds what).

@@ -112,11 +112,36 @@ var ErrInvalid = errors.New("invalid checkpoint state")
 // Validate checks that s is consistent: every address belongs to a known ENI
 // and appears once, every allocation holds a distinct assigned address, and
 // no address is assigned without an allocation.
-func (s State) Validate() error {
+func (s State) Validate() error { return s.validate(new(validator)) }
+
+// validator holds Validate's indexes, so that a caller checking state on
+// every write (File.Save) reuses them instead of making four maps each
+// time.
+type validator struct {
+	enis  map[string]bool
+	addrs map[netip.Addr]AddressState
+	keys  map[attachKey]bool
+	held  map[netip.Addr]bool
+}
+
+func (v *validator) reset() {
+	if v.enis == nil {
+		v.enis, v.addrs = map[string]bool{}, map[netip.Addr]AddressState{}
+		v.keys, v.held = map[attachKey]bool{}, map[netip.Addr]bool{}
+		return
+	}
+	clear(v.enis)
+	clear(v.addrs)
+	clear(v.keys)
+	clear(v.held)
+}
+
+func (s State) validate(v *validator) error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, a...))
 	}
-	enis := make(map[string]bool, len(s.ENIs))
+	v.reset()
+	enis := v.enis
 	for _, e := range s.ENIs {
 		if e.ID == "" {
 			return bad("eni with empty id")
@@ -126,7 +151,7 @@ func (s State) Validate() error {
 		}
 		enis[e.ID] = true
 	}
-	addrs := make(map[netip.Addr]AddressState, len(s.Addresses))
+	addrs := v.addrs
 	for _, a := range s.Addresses {
 		if !a.Addr.IsValid() {
 			return bad("address with no ip on eni %s", a.ENIID)
@@ -145,11 +170,9 @@ func (s State) Validate() error {
 		}
 		addrs[a.Addr] = a.State
 	}
-	type key struct{ n, c, i string }
-	keys := make(map[key]bool, len(s.Allocations))
-	held := make(map[netip.Addr]bool, len(s.Allocations))
+	keys, held := v.keys, v.held
 	for _, al := range s.Allocations {
-		k := key{al.Network, al.ContainerID, al.IfName}
+		k := al.key()
 		if al.ContainerID == "" || al.IfName == "" {
 			return bad("allocation of %s has an incomplete key %+v", al.Addr, k)
 		}

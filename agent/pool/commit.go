@@ -114,7 +114,8 @@ func (p *Pool) commitLocked(undo func(), claims ...claim) error {
 // commitAloneLocked writes the state with mu held, so that nothing else
 // changes until this change is durable: one write per change.
 func (p *Pool) commitAloneLocked(undo func()) error {
-	if err := p.cfg.Store.Save(p.snapshotLocked()); err != nil {
+	p.snapshotInto(&p.written)
+	if err := p.cfg.Store.Save(p.written); err != nil {
 		undo()
 		p.wakeLocked() // an undone ADD's address is free again
 		return fmt.Errorf("persist pool state: %w", err)
@@ -128,9 +129,9 @@ func (p *Pool) commitAloneLocked(undo func()) error {
 func (p *Pool) writeLocked() {
 	b := p.open
 	p.open, p.writing = nil, b
-	st := p.snapshotLocked()
+	p.snapshotInto(&p.written) // only this write uses it until it completes
 	p.mu.Unlock()
-	err := p.cfg.Store.Save(st)
+	err := p.cfg.Store.Save(p.written)
 	p.mu.Lock()
 	p.writing = nil
 	if err != nil {

@@ -3,6 +3,7 @@ package pool
 import (
 	"errors"
 	"net/netip"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -95,6 +96,8 @@ func (m *memStore) release() {
 var errDiskFull = errors.New("disk full")
 
 func (m *memStore) Save(s checkpoint.State) error {
+	// A Persister must not keep what it is given (the pool reuses it).
+	s.ENIs, s.Addresses, s.Allocations = slices.Clone(s.ENIs), slices.Clone(s.Addresses), slices.Clone(s.Allocations)
 	m.mu.Lock()
 	g := m.gate
 	m.mu.Unlock()

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,6 +29,8 @@ const DefaultCooldown = 30 * time.Second
 const DefaultRetryLinger = 30 * time.Second
 
 // Persister stores the pool's state durably. *checkpoint.File is one.
+// Save must not keep the state or its lists once it returns: the pool
+// reuses them for its next write.
 type Persister interface {
 	Save(checkpoint.State) error
 }
@@ -103,7 +106,10 @@ type Pool struct {
 	claimedAddrs  map[netip.Addr]bool
 	// heldBack are freed addresses whose old pod's host pieces are still
 	// being removed (holdback.go).
-	heldBack         map[netip.Addr]bool
+	heldBack map[netip.Addr]bool
+	// written is what the pool's writes snapshot into, reused: one write
+	// runs at a time, and a Persister keeps nothing of it.
+	written          checkpoint.State
 	usageSeqClaimed  bool
 	exclusive        int
 	exclusiveRunning bool
@@ -191,21 +197,41 @@ func (p *Pool) Snapshot() checkpoint.State {
 }
 
 func (p *Pool) snapshotLocked() checkpoint.State {
-	st := checkpoint.State{InstanceID: p.cfg.InstanceID, UsageSeq: p.usageSeqMark}
-	for _, e := range sortedENIs(p.enis) {
+	var st checkpoint.State
+	p.snapshotInto(&st)
+	return st
+}
+
+// snapshotInto fills st with the pool's state, in a stable order, reusing
+// st's lists.
+func (p *Pool) snapshotInto(st *checkpoint.State) {
+	st.InstanceID, st.UsageSeq = p.cfg.InstanceID, p.usageSeqMark
+	st.ENIs = slices.Grow(st.ENIs[:0], len(p.enis))
+	for _, e := range p.enis {
 		st.ENIs = append(st.ENIs, checkpoint.ENI{ID: e.ID, MAC: e.MAC, DeviceIndex: e.DeviceIndex, Primary: e.Primary,
 			SubnetID: e.SubnetID, SubnetCIDR: e.SubnetCIDR, PrimaryIP: e.PrimaryIP})
 	}
-	for _, a := range sortedAddrs(p.addrs) {
+	st.Addresses = slices.Grow(st.Addresses[:0], len(p.addrs))
+	for _, a := range p.addrs {
 		st.Addresses = append(st.Addresses, checkpoint.Address{Addr: a.addr, ENIID: a.eni, Prefix: a.prefix,
 			State: a.state, CoolUntil: a.coolUntil, ReleaseID: a.releaseID})
 	}
-	for _, al := range sortedAllocs(p.allocs) {
+	st.Allocations = slices.Grow(st.Allocations[:0], len(p.allocs))
+	for _, al := range p.allocs {
 		st.Allocations = append(st.Allocations, checkpoint.Allocation{Network: al.Network, ContainerID: al.ContainerID,
 			IfName: al.IfName, Addr: al.Addr, ENIID: al.ENIID, HostVeth: al.HostVeth, Netns: al.Netns,
 			PodNamespace: al.PodNamespace, PodName: al.PodName, Created: al.Created})
 	}
-	return st
+	sortState(st)
+	// Empty lists are nil, as a fresh snapshot's are.
+	st.ENIs, st.Addresses, st.Allocations = nilIfEmpty(st.ENIs), nilIfEmpty(st.Addresses), nilIfEmpty(st.Allocations)
+}
+
+func nilIfEmpty[T any](l []T) []T {
+	if len(l) == 0 {
+		return nil
+	}
+	return l
 }
 
 // wakeLocked wakes every waiting ADD to look again.

@@ -305,7 +305,12 @@ func (p *Pool) viewLocked() []ENIView {
 }
 
 // Stats counts the pool.
-func (p *Pool) Stats() Stats { return StatsOf(p.View()) }
+func (p *Pool) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.expireLocked(p.cfg.Clock.Now())
+	return p.statsLocked()
+}
 
 // Demand is the pool's current demand under targets t and limits l.
 func (p *Pool) Demand(t Targets, l Limits) Demand {
@@ -320,7 +325,7 @@ func (p *Pool) Demand(t Targets, l Limits) Demand {
 // the rest are Pending, and the warm targets are measured on what the
 // arrivals leave free.
 func (p *Pool) demandLocked(t Targets, l Limits) Demand {
-	s := StatsOf(p.viewLocked())
+	s := p.statsLocked()
 	free := 0
 	for _, a := range p.addrs {
 		if a.state == checkpoint.Free && !p.heldBack[a.addr] {

@@ -22,6 +22,52 @@ type AddrView struct {
 	State  checkpoint.AddressState
 }
 
+// statsLocked is StatsOf(p.viewLocked()) without building the views: the
+// broker link asks for the demand after every change, and building the
+// views sorted and copied every address of the node each time.
+func (p *Pool) statsLocked() Stats {
+	s := Stats{ENIs: len(p.enis)}
+	type pkey struct {
+		eni    string
+		prefix netip.Prefix
+	}
+	type pstat struct{ assigned, releasing bool }
+	var prefixes map[pkey]pstat
+	for _, a := range p.addrs {
+		state := p.viewStateLocked(a)
+		if a.prefix.IsValid() {
+			if prefixes == nil {
+				prefixes = map[pkey]pstat{}
+			}
+			k := pkey{a.eni, a.prefix}
+			ps := prefixes[k]
+			ps.assigned = ps.assigned || state == checkpoint.Assigned
+			ps.releasing = ps.releasing || state == checkpoint.Releasing
+			prefixes[k] = ps
+		}
+		switch state {
+		case checkpoint.Releasing:
+			s.Releasing++
+			continue
+		case checkpoint.Assigned:
+			s.Assigned++
+		case checkpoint.Cooling:
+			s.Cooling++
+		}
+		s.Total++
+	}
+	for _, ps := range prefixes {
+		if ps.releasing {
+			continue
+		}
+		s.Prefixes++
+		if !ps.assigned {
+			s.FreePrefixes++
+		}
+	}
+	return s
+}
+
 // StatsOf counts a pool view.
 func StatsOf(enis []ENIView) Stats {
 	var s Stats

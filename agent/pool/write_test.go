@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"path/filepath"
 	"runtime"
@@ -87,5 +88,65 @@ func BenchmarkAddDelOnDisk(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		addDel(b, p, i)
+	}
+}
+
+// randomNode is a valid checkpoint of a node with secondary IPs and /28
+// prefixes in every state, some ENIs without addresses.
+func randomNode(r *rand.Rand) checkpoint.State {
+	st := checkpoint.State{InstanceID: "i-1"}
+	states := []checkpoint.AddressState{checkpoint.Free, checkpoint.Cooling, checkpoint.Assigned, checkpoint.Releasing}
+	for e := range 1 + r.IntN(4) {
+		id := fmt.Sprintf("eni-%d", e)
+		st.ENIs = append(st.ENIs, checkpoint.ENI{ID: id, MAC: fmt.Sprintf("02:00:00:00:00:%02x", e), DeviceIndex: e})
+		var addrs []checkpoint.Address
+		if r.IntN(2) == 0 { // secondary IPs
+			for i := range r.IntN(12) {
+				addrs = append(addrs, checkpoint.Address{Addr: netip.AddrFrom4([4]byte{10, 0, byte(e), byte(10 + i)})})
+			}
+		} else { // prefixes
+			for k := range r.IntN(3) {
+				pfx := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 1, byte(e), byte(16 * k)}), 28)
+				for a, i := pfx.Addr(), 0; i < 16; a, i = a.Next(), i+1 {
+					addrs = append(addrs, checkpoint.Address{Addr: a, Prefix: pfx})
+				}
+			}
+		}
+		for _, a := range addrs {
+			a.ENIID, a.State = id, states[r.IntN(len(states))]
+			if a.State == checkpoint.Releasing {
+				a.ReleaseID = "rel"
+			}
+			if a.State == checkpoint.Assigned {
+				st.Allocations = append(st.Allocations, checkpoint.Allocation{Network: "n", ContainerID: a.Addr.String(),
+					IfName: "eth0", Addr: a.Addr, ENIID: id})
+			}
+			st.Addresses = append(st.Addresses, a)
+		}
+	}
+	return st
+}
+
+// The demand's count of the pool, made without building the views, is the
+// views' count (StatsOf) on random nodes, addresses held back included.
+func TestStatsMatchTheViews(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := range 300 {
+		st := randomNode(r)
+		p, err := New(Config{InstanceID: "i-1"}, st)
+		if err != nil {
+			t.Fatalf("node %d: %v", i, err)
+		}
+		for _, a := range st.Addresses {
+			if a.State == checkpoint.Free && r.IntN(4) == 0 {
+				p.heldBack[a.Addr] = true
+			}
+		}
+		p.mu.Lock()
+		got, want := p.statsLocked(), StatsOf(p.viewLocked())
+		p.mu.Unlock()
+		if got != want {
+			t.Fatalf("node %d: stats %+v, the views count %+v", i, got, want)
+		}
 	}
 }

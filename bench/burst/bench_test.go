@@ -27,6 +27,14 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// testReleaseAfter keeps the broker from releasing a surplus inside the
+// window these tests count calls in. Simulated time runs on the wall clock
+// (20 times as fast here), so on a slow machine a burst and the wait for
+// warm pools after it last longer than the broker's default two simulated
+// minutes, and the surplus the burst left would be released: an Unassign
+// no plan holds, though the broker did nothing wrong.
+const testReleaseAfter = 24 * time.Hour
+
 func newFlagSet(name string) *flag.FlagSet { return flag.NewFlagSet(name, flag.ContinueOnError) }
 
 // runChild is the child side of TestChildProcesses.
@@ -116,7 +124,7 @@ func TestQuickBurst(t *testing.T) {
 	defer cancel()
 	rep, err := Run(ctx, Config{
 		Nodes: 20, PodsPerNode: 30, TimeScale: 20, Baseline: true, SubnetDiscovery: true,
-		Deadline: 30 * time.Minute, Seed: 7,
+		Deadline: 30 * time.Minute, Seed: 7, ReleaseAfter: testReleaseAfter,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -150,7 +158,7 @@ func TestChildProcesses(t *testing.T) {
 	defer cancel()
 	rep, err := Run(ctx, Config{
 		Nodes: 5, PodsPerNode: 20, TimeScale: 20, Modes: []daemon.Mode{daemon.ModeSecondaryIP}, Shares: []float64{1},
-		Deadline: 30 * time.Minute, Seed: 3,
+		Deadline: 30 * time.Minute, Seed: 3, ReleaseAfter: testReleaseAfter,
 		Spawn: func(role string, args []string) *exec.Cmd {
 			cmd := exec.Command(self, args...)
 			cmd.Env = append(os.Environ(), childRoleEnv+"="+role)
@@ -181,7 +189,7 @@ func TestFailedVariantIsReported(t *testing.T) {
 	rep, err := Run(ctx, Config{
 		Nodes: 2, PodsPerNode: 3, InstanceType: "m4.large", TimeScale: 20, Seed: 5,
 		Modes: []daemon.Mode{daemon.ModePrefix, daemon.ModeSecondaryIP}, Shares: []float64{1},
-		Deadline: 30 * time.Minute,
+		Deadline: 30 * time.Minute, ReleaseAfter: testReleaseAfter,
 		OnResult: func(r Result) { streamed = append(streamed, r) },
 	})
 	if err != nil {

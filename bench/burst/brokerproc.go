@@ -49,6 +49,9 @@ type BrokerConfig struct {
 	// PlanPolicy is the engine's planner.Policy by name (allot-broker's
 	// --plan-policy); empty keeps the engine's default.
 	PlanPolicy string
+	// ReleaseAfter is the engine's wait (simulated) before it releases a
+	// node's surplus; 0 keeps the engine's default.
+	ReleaseAfter time.Duration
 	// Fsync makes etcd sync its WAL as in production; off is faster and
 	// loses data on a crash, which a benchmark doesn't mind.
 	Fsync bool
@@ -74,6 +77,7 @@ func (c *BrokerConfig) Flags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.Share, "bucket-share", c.Share, "fraction (0,1] of each EC2 bucket the broker may use")
 	fs.Float64Var(&c.TimeScale, "time-scale", c.TimeScale, "simulated seconds per real second")
 	fs.StringVar(&c.PlanPolicy, "plan-policy", c.PlanPolicy, "planner policy: time-optimal or fewest-calls (empty: the engine's default)")
+	fs.DurationVar(&c.ReleaseAfter, "release-after", c.ReleaseAfter, "how long a node's surplus lasts before it is released, simulated (0: the engine's default)")
 	fs.BoolVar(&c.Fsync, "etcd-fsync", c.Fsync, "fsync etcd's WAL (production behaviour)")
 	fs.BoolVar(&c.Reconciler, "reconciler", c.Reconciler, "run the reconciler on the leader")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", c.CPUProfile, "write a CPU profile here on exit")
@@ -87,6 +91,7 @@ func (c BrokerConfig) Args() []string {
 		"--bucket-share", strconv.FormatFloat(c.Share, 'g', -1, 64),
 		"--time-scale", strconv.FormatFloat(c.TimeScale, 'g', -1, 64),
 		"--plan-policy", c.PlanPolicy,
+		"--release-after", c.ReleaseAfter.String(),
 		"--etcd-fsync=" + strconv.FormatBool(c.Fsync),
 		"--reconciler=" + strconv.FormatBool(c.Reconciler),
 		"--cpuprofile", c.CPUProfile,
@@ -181,7 +186,7 @@ func StartBroker(ctx context.Context, cfg BrokerConfig) (*Broker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bench broker: %w", err)
 	}
-	var engine executor.Config
+	engine := executor.Config{ReleaseAfter: cfg.ReleaseAfter}
 	if cfg.PlanPolicy != "" {
 		if engine.PlanPolicy, err = planner.ParsePolicy(cfg.PlanPolicy); err != nil {
 			return nil, fmt.Errorf("bench broker: %w", err)

@@ -118,6 +118,13 @@ type Config struct {
 	// PlanPolicy is the broker's planner policy in every allot variant
 	// (planner.Policy by name; empty: the broker's default).
 	PlanPolicy string
+	// ReleaseAfter is how long (simulated) a node's surplus lasts before
+	// the broker releases it; 0 keeps the broker's default of two
+	// minutes. Simulated time runs on the wall clock, so a run on a slow
+	// machine lasts more simulated time, and past the default the surplus
+	// the burst left is released inside the measured window; tests that
+	// check a burst makes only the calls the broker planned set it long.
+	ReleaseAfter time.Duration
 	// PlanPolicies, when set, runs every allot variant once per policy
 	// (its first for the table-error and other-tenant variants), so the
 	// policies appear side by side.

@@ -27,6 +27,11 @@ type Config struct {
 	// Duration is how long the driver and the faults run; the end checks
 	// come after it.
 	Duration time.Duration
+	// EveryFault makes the run go on past Duration, up to three times as
+	// long, until each kind of fault has been injected at least once: a
+	// fault waits for the cluster to recover before the next, so on a
+	// slow machine a run of fixed length gets through fewer of them.
+	EveryFault bool
 	// SlotsPerNode is how many pod names each node's driver cycles through
 	// (at most that many pods per node, plus replacements in flight).
 	SlotsPerNode int
@@ -103,8 +108,9 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (res *Result, err 
 	fmt.Fprintf(progress, "soak: cluster %s up (%d nodes, %d brokers); running %v, seed %d\n",
 		c.Prefix, len(c.Nodes), len(c.Brokers), cfg.Duration, cfg.Seed)
 	started := time.Now()
-	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
+	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	go s.endRun(runCtx, cancel)
 	s.runCtx = runCtx
 	s.drive()
 	var wg sync.WaitGroup
@@ -186,4 +192,31 @@ func (s *soak) brokeRun(err error) {
 	if s.res.Err == "" {
 		s.res.Err = err.Error()
 	}
+}
+
+// endRun ends the run (cancel) after Duration or, with EveryFault, once
+// every kind of fault was injected too, and at the latest after three
+// times Duration.
+func (s *soak) endRun(ctx context.Context, cancel context.CancelFunc) {
+	defer cancel()
+	sleep(ctx, s.cfg.Duration)
+	if !s.cfg.EveryFault {
+		return
+	}
+	deadline := time.Now().Add(2 * s.cfg.Duration)
+	for ctx.Err() == nil && time.Now().Before(deadline) && !s.everyFaultSeen() {
+		sleep(ctx, 100*time.Millisecond)
+	}
+}
+
+// everyFaultSeen says whether each kind of fault was injected at least once.
+func (s *soak) everyFaultSeen() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, k := range FaultKinds {
+		if s.res.Faults[k] == 0 {
+			return false
+		}
+	}
+	return true
 }

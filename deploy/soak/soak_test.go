@@ -42,7 +42,10 @@ func TestSoak(t *testing.T) {
 	cfg := Config{
 		Logger:   slog.New(slog.NewTextHandler(&logBuf, nil)),
 		Duration: *durationFlag,
-		Seed:     time.Now().UnixNano(),
+		// Longer, if a loaded machine slowed the faults' recoveries,
+		// until every kind was injected (checked below).
+		EveryFault: true,
+		Seed:       time.Now().UnixNano(),
 		// Every kind of fault must fit in the run even on a loaded
 		// machine (make test runs packages side by side); a node is
 		// terminated and replaced beside them.

@@ -162,7 +162,7 @@ func New(cfg Config) (*Node, error) {
 	awsCfg := aws.Config{
 		Region:      "us-east-1",
 		Credentials: credentials.NewStaticCredentialsProvider("AKIDIPAMDBASELINE", "ipamd-secret", ""),
-		HTTPClient:  cfg.HTTPClient,
+		HTTPClient:  ownBody{next: cfg.HTTPClient},
 		Retryer: func() aws.Retryer {
 			return retry.NewStandard(func(o *retry.StandardOptions) {
 				o.MaxAttempts = DefaultMaxAttempts

@@ -66,6 +66,7 @@ import (
 
 	"github.com/allotnet/allot/agent/cniserver"
 	"github.com/allotnet/allot/agent/identity"
+	"github.com/allotnet/allot/internal/sdkbody"
 )
 
 // ipamd's constants (pkg/ipamd/ipamd.go, pkg/awsutils/awsutils.go).
@@ -162,7 +163,7 @@ func New(cfg Config) (*Node, error) {
 	awsCfg := aws.Config{
 		Region:      "us-east-1",
 		Credentials: credentials.NewStaticCredentialsProvider("AKIDIPAMDBASELINE", "ipamd-secret", ""),
-		HTTPClient:  ownBody{next: cfg.HTTPClient},
+		HTTPClient:  sdkbody.Client{Next: cfg.HTTPClient},
 		Retryer: func() aws.Retryer {
 			return retry.NewStandard(func(o *retry.StandardOptions) {
 				o.MaxAttempts = DefaultMaxAttempts

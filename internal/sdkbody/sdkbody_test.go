@@ -1,4 +1,4 @@
-package ipamd
+package sdkbody
 
 import (
 	"bytes"
@@ -28,10 +28,10 @@ type doFunc func(*http.Request) (*http.Response, error)
 
 func (f doFunc) Do(r *http.Request) (*http.Response, error) { return f(r) }
 
-// TestOwnBodyOutlivesTheSDKsClose checks that the body net/http gets is
+// TestBodyOutlivesTheSDKsClose checks that the body net/http gets is
 // not the SDK's: closing the SDK's (which smithy-go does once the response
 // headers are in) leaves the one being sent whole.
-func TestOwnBodyOutlivesTheSDKsClose(t *testing.T) {
+func TestBodyOutlivesTheSDKsClose(t *testing.T) {
 	const form = "Action=DescribeInstances&Version=2016-11-15&InstanceId.1=i-0123456789abcdef0"
 	sdk := &closingBody{r: strings.NewReader(form)}
 	req, err := http.NewRequest(http.MethodPost, "http://127.0.0.1:1/", sdk)
@@ -52,7 +52,7 @@ func TestOwnBodyOutlivesTheSDKsClose(t *testing.T) {
 		}
 		return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody}, nil
 	})
-	if _, err := (ownBody{next: next}).Do(req); err != nil {
+	if _, err := (Client{Next: next}).Do(req); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(sent, []byte(form)) {

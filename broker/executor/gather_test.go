@@ -1,6 +1,7 @@
 package executor_test
 
 import (
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -110,6 +111,63 @@ func TestGatherSmallFullBuckets(t *testing.T) {
 	c := e.sim.Counters()
 	if got := c["AssignPrivateIpAddresses"].Calls + c["CreateNetworkInterface"].Calls; got != 3 {
 		t.Errorf("Assigns and Creates = %d, want 3: one per node", got)
+	}
+}
+
+// TestEarlyFromFullBuckets: twelve prefix-mode nodes, each stating once
+// that 46 pods wait (3 prefixes), at a tenth of EC2's buckets (Assign and
+// Create 9 tokens, Attach 4, each refilled at 0.5/s), full: too few
+// tokens for the rule that plans at once, so the demands gather for 8 s,
+// during which the full buckets would lose 4 tokens each. Some demands
+// are planned early from those tokens, of both kinds (the time-optimal mix
+// for the twelve sends 3 to new ENIs); no more than the buckets would lose
+// (3 of each kind, counted a quarter of the gather in); every node still
+// gets its prefixes in one action.
+func TestEarlyFromFullBuckets(t *testing.T) {
+	const nodes = 12
+	e := newEnv(t, envOpts{nodes: nodes, instanceType: "c5.xlarge", share: 0.1, scale: 1})
+	want := map[string]int{}
+	for _, inst := range e.insts {
+		e.register(t, inst, 46, 0, func(n *store.Node) { n.Mode = "prefix" })
+		want[inst.ID] = 48
+	}
+	// Started once every demand is stated, the engine sees all twelve
+	// waiting at once, however slowly they were written.
+	var mu sync.Mutex
+	var plans []planner.Plan
+	r := e.start(t, executor.Config{Gather: 8 * time.Second, GatherMax: time.Hour, Logger: plansTo(func(p planner.Plan) {
+		mu.Lock()
+		plans = append(plans, p)
+		mu.Unlock()
+	})})
+	ctx := ctxT(t)
+	waitFor(t, "every node served", 30*time.Second, func() (bool, error) { return e.satisfied(ctx, want) })
+	early := r.eng.Stats().Early
+	if err := r.stop(t); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if early < 1 || early > 6 {
+		t.Errorf("%d actions planned early; want 1 to 6", early)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	perNode := map[string]int{}
+	var first []planner.Kind
+	for i, p := range plans {
+		for _, a := range p.Actions {
+			perNode[a.InstanceID]++
+			if i == 0 {
+				first = append(first, a.Kind)
+			}
+		}
+	}
+	for _, inst := range e.insts {
+		if perNode[inst.ID] != 1 {
+			t.Errorf("%s: %d actions, want 1", inst.ID, perNode[inst.ID])
+		}
+	}
+	if early >= 2 && (!slices.Contains(first, planner.Assign) || !slices.Contains(first, planner.CreateAttach)) {
+		t.Errorf("first plan %v: want an Assign and a new ENI", first)
 	}
 }
 

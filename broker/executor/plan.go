@@ -13,36 +13,45 @@ import (
 )
 
 // plan runs the planner over the idle nodes with demand and queues its
-// actions.
+// actions; then it plans early, from tokens a full bucket would lose, some
+// of the demands still gathering (planEarly).
 func (e *Engine) plan(rs *runState, snap *snapshot, queued map[string]int64, free func(string) bool, now time.Time) {
-	nodes, wake := e.plannable(rs, snap, free, now)
+	nodes, held, wake := e.plannable(rs, snap, free, now)
 	defer func() {
 		if wake > 0 {
 			rs.wakeIn(wake)
 		}
 	}()
-	if len(nodes) == 0 {
-		return
-	}
 	budgets := planner.Budgets{}
 	for id, sn := range snap.subnets {
 		budgets[id] = max(sn.Available()-queued[id], 0)
 	}
-	p := planner.MakeWith(nodes, budgets, planner.Options{Policy: e.cfg.PlanPolicy, Buckets: e.buckets(rs)})
-	for _, pn := range nodes {
-		sf, ok := p.Unmet[pn.InstanceID]
-		if !ok {
-			e.unmet.set(pn.InstanceID, nil)
-			continue
+	if len(nodes) > 0 {
+		p := planner.MakeWith(nodes, budgets, planner.Options{Policy: e.cfg.PlanPolicy, Buckets: e.buckets(rs)})
+		for _, pn := range nodes {
+			sf, ok := p.Unmet[pn.InstanceID]
+			if !ok {
+				e.unmet.set(pn.InstanceID, nil)
+				continue
+			}
+			e.unmet.set(pn.InstanceID, unmetError(pn, sf, snap.subnets[budgetSubnet(pn, snap)]))
 		}
-		e.unmet.set(pn.InstanceID, unmetError(pn, sf, snap.subnets[budgetSubnet(pn, snap)]))
+		if _, retry := e.carryOut(rs, snap, p, budgets); retry > 0 {
+			wake = minPositive(wake, retry)
+		}
 	}
+	if w := e.planEarly(rs, snap, held, budgets, now); w > 0 {
+		wake = minPositive(wake, w)
+	}
+}
+
+// carryOut queues the plan's actions the buckets admit, takes their cost
+// off budgets, and returns them with when to try the rest again (0: none
+// left out).
+func (e *Engine) carryOut(rs *runState, snap *snapshot, p planner.Plan, budgets planner.Budgets) ([]planner.Action, time.Duration) {
 	actions, retry := e.admit(rs, p.Actions)
-	if retry > 0 {
-		wake = minPositive(wake, retry)
-	}
 	if len(actions) == 0 {
-		return
+		return nil, retry
 	}
 	p.Actions = actions
 	e.count(func(s *Stats) {
@@ -55,12 +64,21 @@ func (e *Engine) plan(rs *runState, snap *snapshot, queued map[string]int64, fre
 	// finds the whole plan behind the value.
 	e.log.Debug("planned", "plan", p)
 	e.queueActions(rs, snap, p.Actions)
+	for _, a := range actions {
+		id := a.SubnetID
+		if id == "" {
+			id = snap.enis[a.ENIID].SubnetID
+		}
+		budgets[id] = max(budgets[id]-a.Cost(), 0)
+	}
+	return actions, retry
 }
 
 // plannable returns the planner's view of every node that wants addresses,
-// is idle, and whose demand has settled; wake is when the next one still
-// gathering settles (0: none).
-func (e *Engine) plannable(rs *runState, snap *snapshot, free func(string) bool, now time.Time) (nodes []planner.Node, wake time.Duration) {
+// is idle, and whose demand has settled; held, the same of those whose
+// demand is still gathering; and wake, when the next one of those settles
+// (0: none).
+func (e *Engine) plannable(rs *runState, snap *snapshot, free func(string) bool, now time.Time) (nodes []planner.Node, held []gathered, wake time.Duration) {
 	spare := e.tokensSpare(rs, snap, free)
 	for _, n := range snap.nodes {
 		id := n.InstanceID
@@ -75,6 +93,9 @@ func (e *Engine) plannable(rs *runState, snap *snapshot, free func(string) bool,
 		}
 		if wait := e.gathering(rs, id, d, now, spare); wait > 0 {
 			wake = minPositive(wake, wait)
+			if pn, ok := e.gatheringNode(rs, snap, n, d); ok {
+				held = append(held, gathered{pn: pn, updated: d.UpdatedAt, settles: wait})
+			}
 			continue
 		}
 		if err := snap.subnetQuarantined(n.SubnetID); err != nil {
@@ -93,7 +114,17 @@ func (e *Engine) plannable(rs *runState, snap *snapshot, free func(string) bool,
 		delete(rs.wanting, id) // a later change gathers afresh
 		nodes = append(nodes, pn)
 	}
-	return nodes, wake
+	return nodes, held, wake
+}
+
+// gatheringNode is the planner's view of a node whose demand is gathering,
+// if it could be planned now; its unmet status is left for when it is.
+func (e *Engine) gatheringNode(rs *runState, snap *snapshot, n store.Node, d store.Demand) (planner.Node, bool) {
+	if snap.subnetQuarantined(n.SubnetID) != nil {
+		return planner.Node{}, false
+	}
+	pn, why := e.plannerNode(rs, snap, n, d)
+	return pn, why == "" && pn.Pending+pn.WarmShortfall > pn.InFlight
 }
 
 // queueActions schedules each planned action as a task of its node.

@@ -33,6 +33,9 @@ type Stats struct {
 	// Planned counts the actions of those plans by kind ("create-attach",
 	// "assign").
 	Planned map[string]int64
+	// Early counts the planned actions that went ahead of their demand's
+	// gather, on tokens a full bucket would have lost.
+	Early int64
 	// Started, Done and Failed count tasks by kind ("create-attach",
 	// "assign", "resume-attach", "unassign", "detach", "delete", "resolve").
 	Started map[string]int64
@@ -204,6 +207,7 @@ func (s Stats) Plus(o Stats) Stats {
 	c.SlowRounds += o.SlowRounds
 	c.FullReads += o.FullReads
 	c.Plans += o.Plans
+	c.Early += o.Early
 	c.Planned, c.Started = addMap(c.Planned, o.Planned), addMap(c.Started, o.Started)
 	c.Done, c.Failed = addMap(c.Done, o.Done), addMap(c.Failed, o.Failed)
 	c.BudgetRefused += o.BudgetRefused

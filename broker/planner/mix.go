@@ -59,8 +59,10 @@ func shapesOf(s *nodeState) []Shape {
 
 // chooseShapes picks, for every node, how many new ENIs its demand goes to
 // first (nodeState.creates), so that the Assign bucket and the new ENIs'
-// buckets finish together. A node it does not move keeps creates 0, and
-// with it FewestCalls' order.
+// buckets finish together, and returns the calls of the shapes picked, in
+// all. A node it does not move keeps creates 0, and with it FewestCalls'
+// order; a node whose shape the caller fixed (fixShapes) keeps it and is
+// counted, never moved.
 //
 // Every node starts at its shape with the fewest Creates. While the Assigns
 // would finish later than the new ENIs, the move that saves the most
@@ -69,31 +71,32 @@ func shapesOf(s *nodeState) []Shape {
 // move that doesn't is dropped. With nodes whose moves all trade alike (the
 // same Assigns for the same new ENIs, as in a burst over one instance type)
 // this finds the best mix; otherwise it is a greedy approximation of it.
-func chooseShapes(states []*nodeState, b Buckets) {
+func chooseShapes(states []*nodeState, b Buckets) Shape {
 	shapes := make([][]Shape, len(states))
 	at := make([]int, len(states))
 	q := &moveQueue{}
-	assigns, creates := 0, 0
+	var total Shape
 	for i, s := range states {
 		shapes[i] = shapesOf(s)
-		assigns += shapes[i][0].Assigns
-		creates += shapes[i][0].Creates
-		if len(shapes[i]) > 1 {
+		at[i] = startShape(s, shapes[i])
+		total.Assigns += shapes[i][at[i]].Assigns
+		total.Creates += shapes[i][at[i]].Creates
+		if !s.fixed && len(shapes[i]) > 1 {
 			q.items = append(q.items, newMove(i, s, shapes[i][0], shapes[i][1]))
 		}
 	}
 	heap.Init(q)
 	for q.Len() > 0 {
-		end := b.assignsDone(assigns)
-		if end <= b.createsDone(creates) {
-			return
+		end := b.assignsDone(total.Assigns)
+		if end <= b.createsDone(total.Creates) {
+			break
 		}
 		m := heap.Pop(q).(move)
-		a, c := assigns-m.saves, creates+m.costs
+		a, c := total.Assigns-m.saves, total.Creates+m.costs
 		if max(b.assignsDone(a), b.createsDone(c)) >= end {
 			continue
 		}
-		assigns, creates = a, c
+		total = Shape{Assigns: a, Creates: c}
 		at[m.node]++
 		s := states[m.node]
 		s.creates = shapes[m.node][at[m.node]].Creates
@@ -101,6 +104,56 @@ func chooseShapes(states []*nodeState, b Buckets) {
 			heap.Push(q, newMove(m.node, s, shapes[m.node][at[m.node]], shapes[m.node][next]))
 		}
 	}
+	return total
+}
+
+// startShape is the index in shapes of the shape a node starts from: the
+// one the caller fixed, or the first.
+func startShape(s *nodeState, shapes []Shape) int {
+	if s.fixed {
+		for i, sh := range shapes {
+			if sh.Creates == s.creates {
+				return i
+			}
+		}
+	}
+	return 0
+}
+
+// fixShapes sets the nodes that fixed names to the shape it gives them, if
+// it is one of their shapes; those not named, or named with a shape they
+// don't have, are left to the policy.
+func fixShapes(states []*nodeState, fixed map[string]Shape) {
+	if len(fixed) == 0 {
+		return
+	}
+	for _, s := range states {
+		sh, ok := fixed[s.node.InstanceID]
+		if ok && slices.Contains(shapesOf(s), sh) {
+			s.creates, s.fixed = sh.Creates, true
+		}
+	}
+}
+
+// Mix returns the calls MakeWith would plan for the nodes' whole demand
+// under opt, in all: the Assigns and the new ENIs of the shapes its policy
+// picks (Options.Shapes, where given). The executor asks it of demands it
+// has not planned yet, to tell how many of each a burst known so far needs.
+// Under Naive it answers as FewestCalls.
+func Mix(nodes []Node, opt Options) Shape {
+	_, states := newPlanning(nodes, nil)
+	fixShapes(states, opt.Shapes)
+	if opt.Policy == TimeOptimal && opt.Buckets.known() {
+		return chooseShapes(states, opt.Buckets)
+	}
+	var total Shape
+	for _, s := range states {
+		shapes := shapesOf(s)
+		sh := shapes[startShape(s, shapes)]
+		total.Assigns += sh.Assigns
+		total.Creates += sh.Creates
+	}
+	return total
 }
 
 // putNewFirst reorders a node's targets so its first s.creates new ENIs

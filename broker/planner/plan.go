@@ -34,7 +34,8 @@ func Make(nodes []Node, budgets Budgets) Plan {
 // Under TimeOptimal the targets of a node that chooseShapes moved to a
 // shape with more new ENIs are reordered before the rounds: those new ENIs
 // come first, then its existing ENIs, so its slots land in that shape.
-// Every other node is planned as under FewestCalls. Under Naive none of
+// Every other node is planned as under FewestCalls. A node given a shape in
+// Options.Shapes is planned in that shape under either policy. Under Naive none of
 // this applies: makeNaive plans each node on its own.
 //
 // MakeWith is pure and deterministic: the same nodes in any order and the
@@ -45,11 +46,12 @@ func MakeWith(nodes []Node, budgets Budgets, opt Options) Plan {
 		return makeNaive(nodes, budgets)
 	}
 	p, states := newPlanning(nodes, budgets)
+	fixShapes(states, opt.Shapes)
 	if opt.Policy == TimeOptimal && opt.Buckets.known() {
 		chooseShapes(states, opt.Buckets)
-		for _, s := range states {
-			putNewFirst(s)
-		}
+	}
+	for _, s := range states {
+		putNewFirst(s)
 	}
 
 	p.round(states, true)
@@ -119,8 +121,9 @@ type nodeState struct {
 	targets                 []*target
 	roomForENI              bool
 	// creates is how many new ENIs TimeOptimal fills before the node's
-	// existing ENIs.
+	// existing ENIs; fixed says the caller chose it (Options.Shapes).
 	creates int
+	fixed   bool
 	blocked Reason // why the node can take no more; 0 if it can
 }
 

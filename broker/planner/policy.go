@@ -127,4 +127,9 @@ type Options struct {
 	// Buckets are the buckets' state for TimeOptimal. When a bucket's
 	// Refill is unknown (zero), TimeOptimal plans as FewestCalls.
 	Buckets Buckets
+	// Shapes fixes the shape of the nodes it names (by InstanceID), where
+	// the caller chose it against more demand than the plan's: each such
+	// node is planned in that shape and the policy chooses only the
+	// others'. A shape that is not one of the node's (Shapes) is ignored.
+	Shapes map[string]Shape
 }

@@ -57,12 +57,8 @@ func (e *Engine) planEarly(rs *runState, snap *snapshot, held []gathered, budget
 	if spend.Assigns < 1 && spend.Creates < 1 {
 		return 0
 	}
-	all := make([]planner.Node, len(held))
-	for i, g := range held {
-		all[i] = g.pn
-	}
 	opt := planner.Options{Policy: e.cfg.PlanPolicy, Buckets: e.buckets(rs)}
-	mix := planner.Mix(all, opt)
+	mix := planner.Mix(heldNodes(held), opt)
 	spend = planner.Shape{Assigns: min(spend.Assigns, mix.Assigns), Creates: min(spend.Creates, mix.Creates)}
 	nodes, shapes, wake := pickEarly(held, spend, now, e.cfg.Gather/earlyStill, opt.Policy)
 	if len(nodes) == 0 {
@@ -156,6 +152,15 @@ func fittest(options []planner.Shape, spend planner.Shape) (planner.Shape, bool)
 		}
 	}
 	return best, found
+}
+
+// heldNodes is the planner's view of the held demands.
+func heldNodes(held []gathered) []planner.Node {
+	out := make([]planner.Node, len(held))
+	for i, g := range held {
+		out[i] = g.pn
+	}
+	return out
 }
 
 // limiter is the EC2 client's rate limiter, or nil if it shows none.

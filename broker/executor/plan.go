@@ -13,8 +13,9 @@ import (
 )
 
 // plan runs the planner over the idle nodes with demand and queues its
-// actions; then it plans early, from tokens a full bucket would lose, some
-// of the demands still gathering (planEarly).
+// actions; the demands still gathering count in the planner's balance
+// between the kinds of call (planner.Options.Expected). Then it plans
+// early, from tokens a full bucket would lose, some of those (planEarly).
 func (e *Engine) plan(rs *runState, snap *snapshot, queued map[string]int64, free func(string) bool, now time.Time) {
 	nodes, held, wake := e.plannable(rs, snap, free, now)
 	defer func() {
@@ -27,7 +28,8 @@ func (e *Engine) plan(rs *runState, snap *snapshot, queued map[string]int64, fre
 		budgets[id] = max(sn.Available()-queued[id], 0)
 	}
 	if len(nodes) > 0 {
-		p := planner.MakeWith(nodes, budgets, planner.Options{Policy: e.cfg.PlanPolicy, Buckets: e.buckets(rs)})
+		opt := planner.Options{Policy: e.cfg.PlanPolicy, Buckets: e.buckets(rs), Expected: heldNodes(held)}
+		p := planner.MakeWith(nodes, budgets, opt)
 		for _, pn := range nodes {
 			sf, ok := p.Unmet[pn.InstanceID]
 			if !ok {

@@ -98,3 +98,53 @@ func TestFixedShapes(t *testing.T) {
 		}
 	}
 }
+
+// TestExpected: the first nodes of a burst planned while the rest is still
+// gathering (Options.Expected) get the kinds they would get were the whole
+// burst planned at once; planned alone, with full buckets, every one of
+// them would go to an Assign. The expected nodes get no action.
+func TestExpected(t *testing.T) {
+	budgets := Budgets{"subnet-big": 65531}
+	all := burst500(Prefix)[:250]
+	b := full(1)
+	b.NewENILag = 1
+	var now, later []Node
+	for i, n := range all {
+		if i%5 == 0 {
+			now = append(now, n)
+		} else {
+			later = append(later, n)
+		}
+	}
+	whole := map[string]Kind{}
+	for _, a := range MakeWith(all, budgets, Options{Policy: TimeOptimal, Buckets: b}).Actions {
+		whole[a.InstanceID] = a.Kind
+	}
+	alone := MakeWith(now, budgets, Options{Policy: TimeOptimal, Buckets: b})
+	if a, c := kinds(alone); a != len(now) || c != 0 {
+		t.Fatalf("planned alone: %d assigns, %d new ENIs; want every one an Assign", a, c)
+	}
+	opt := Options{Policy: TimeOptimal, Buckets: b, Expected: later}
+	plan := MakeWith(now, budgets, opt)
+	if err := checkPlanOf(now, budgets, plan, TimeOptimal); err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Actions) != len(now) {
+		t.Fatalf("%d actions for %d nodes planned", len(plan.Actions), len(now))
+	}
+	creates := 0
+	for _, a := range plan.Actions {
+		if a.Kind != whole[a.InstanceID] || a.Count != 3 {
+			t.Errorf("%s: %s of %d prefixes; planned with the whole burst, %s of 3", a.InstanceID, a.Kind, a.Count, whole[a.InstanceID])
+		}
+		if a.Kind == CreateAttach {
+			creates++
+		}
+	}
+	if creates == 0 {
+		t.Error("no new ENI among the first nodes planned")
+	}
+	if got, want := Mix(now, opt), Mix(all, Options{Policy: TimeOptimal, Buckets: b}); got != want {
+		t.Errorf("Mix with the expected = %+v, of the whole burst %+v", got, want)
+	}
+}

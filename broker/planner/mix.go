@@ -135,14 +135,29 @@ func fixShapes(states []*nodeState, fixed map[string]Shape) {
 	}
 }
 
+// withExpected returns states followed by the states of expected, numbered
+// after them, for chooseShapes to balance; planning grants the latter
+// nothing.
+func withExpected(states []*nodeState, expected []Node) []*nodeState {
+	if len(expected) == 0 {
+		return states
+	}
+	all := slices.Clip(states)
+	for i := range expected {
+		all = append(all, newNodeState(&expected[i], len(states)+i))
+	}
+	return all
+}
+
 // Mix returns the calls MakeWith would plan for the nodes' whole demand
-// under opt, in all: the Assigns and the new ENIs of the shapes its policy
-// picks (Options.Shapes, where given). The executor asks it of demands it
-// has not planned yet, to tell how many of each a burst known so far needs.
-// Under Naive it answers as FewestCalls.
+// under opt, and for Options.Expected's, in all: the Assigns and the new
+// ENIs of the shapes its policy picks (Options.Shapes, where given). The
+// executor asks it of demands it has not planned yet, to tell how many of
+// each a burst known so far needs. Under Naive it answers as FewestCalls.
 func Mix(nodes []Node, opt Options) Shape {
 	_, states := newPlanning(nodes, nil)
 	fixShapes(states, opt.Shapes)
+	states = withExpected(states, opt.Expected)
 	if opt.Policy == TimeOptimal && opt.Buckets.known() {
 		return chooseShapes(states, opt.Buckets)
 	}

@@ -34,7 +34,11 @@ func Make(nodes []Node, budgets Budgets) Plan {
 // Under TimeOptimal the targets of a node that chooseShapes moved to a
 // shape with more new ENIs are reordered before the rounds: those new ENIs
 // come first, then its existing ENIs, so its slots land in that shape.
-// Every other node is planned as under FewestCalls. A node given a shape in
+// Every other node is planned as under FewestCalls. The balance counts the
+// demand of Options.Expected too, which gets no action: a round that plans
+// the first nodes of a burst moves as many of them, in proportion, as the
+// whole burst known so far needs, instead of sending all of them to the
+// Assigns the full buckets would pay for. A node given a shape in
 // Options.Shapes is planned in that shape under either policy. Under Naive none of
 // this applies: makeNaive plans each node on its own.
 //
@@ -48,7 +52,7 @@ func MakeWith(nodes []Node, budgets Budgets, opt Options) Plan {
 	p, states := newPlanning(nodes, budgets)
 	fixShapes(states, opt.Shapes)
 	if opt.Policy == TimeOptimal && opt.Buckets.known() {
-		chooseShapes(states, opt.Buckets)
+		chooseShapes(withExpected(states, opt.Expected), opt.Buckets)
 	}
 	for _, s := range states {
 		putNewFirst(s)

@@ -132,4 +132,8 @@ type Options struct {
 	// node is planned in that shape and the policy chooses only the
 	// others'. A shape that is not one of the node's (Shapes) is ignored.
 	Shapes map[string]Shape
+	// Expected is demand known but not planned now (nodes whose demand is
+	// still gathering): TimeOptimal balances the buckets over it and the
+	// plan's nodes together, and plans it nothing.
+	Expected []Node
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/allotnet/allot/broker/planner"
 	"github.com/allotnet/allot/broker/ratelimit"
+	"github.com/allotnet/allot/broker/store"
 )
 
 // earlyStill divides Gather into how long a demand with pods waiting must
@@ -17,12 +18,50 @@ import (
 // default) is most likely the node's whole burst.
 const earlyStill = 4
 
-// gathered is a node whose demand is left to settle (gathering), as the
-// planner would see it.
+// gatheringSet is a round's idle nodes whose demand is left to settle
+// (gathering). The planner's view of them is built only when the round
+// needs it, once: a large cluster's rounds mostly don't.
+type gatheringSet struct {
+	e     *Engine
+	rs    *runState
+	snap  *snapshot
+	list  []gatheringDemand
+	built bool
+	view  []gathered
+}
+
+// gatheringDemand is one node of a gatheringSet.
+type gatheringDemand struct {
+	n       store.Node
+	d       store.Demand
+	settles time.Duration // until it is planned with the rest
+}
+
+// gathered is a node whose demand is gathering, as the planner would see
+// it.
 type gathered struct {
 	pn      planner.Node
 	updated time.Time     // when the demand last changed
 	settles time.Duration // until it is planned with the rest
+}
+
+// views returns the planner's view of the set's nodes that could be
+// planned now; their unmet status is left for when they are.
+func (g *gatheringSet) views() []gathered {
+	if g.built {
+		return g.view
+	}
+	g.built = true
+	for _, x := range g.list {
+		if g.snap.subnetQuarantined(x.n.SubnetID) != nil {
+			continue
+		}
+		pn, why := g.e.plannerNode(g.rs, g.snap, x.n, x.d)
+		if why == "" && pn.Pending+pn.WarmShortfall > pn.InFlight {
+			g.view = append(g.view, gathered{pn: pn, updated: x.d.UpdatedAt, settles: x.settles})
+		}
+	}
+	return g.view
 }
 
 // planEarly plans some demands with pods waiting before their gather ends,
@@ -39,15 +78,15 @@ type gathered struct {
 // kind (Assign, new ENI) only as many as the policy's mix for every demand
 // known so far (planner.Mix) would send anyway. A burst's mix between the
 // kinds stays the gathered rounds' to choose.
-func (e *Engine) planEarly(rs *runState, snap *snapshot, held []gathered, budgets planner.Budgets, now time.Time) time.Duration {
+func (e *Engine) planEarly(rs *runState, snap *snapshot, set *gatheringSet, budgets planner.Budgets, now time.Time) time.Duration {
 	lim := e.limiter()
 	if lim == nil || e.cfg.PlanPolicy == planner.Naive {
 		return 0
 	}
 	var horizon time.Duration
-	for _, g := range held {
-		if g.pn.Pending > 0 {
-			horizon = minPositive(horizon, g.settles)
+	for _, x := range set.list {
+		if x.d.Pending > 0 {
+			horizon = minPositive(horizon, x.settles)
 		}
 	}
 	if horizon <= 0 {
@@ -57,6 +96,7 @@ func (e *Engine) planEarly(rs *runState, snap *snapshot, held []gathered, budget
 	if spend.Assigns < 1 && spend.Creates < 1 {
 		return 0
 	}
+	held := set.views()
 	opt := planner.Options{Policy: e.cfg.PlanPolicy, Buckets: e.buckets(rs)}
 	mix := planner.Mix(heldNodes(held), opt)
 	spend = planner.Shape{Assigns: min(spend.Assigns, mix.Assigns), Creates: min(spend.Creates, mix.Creates)}

@@ -18,6 +18,7 @@ import (
 // early, from tokens a full bucket would lose, some of those (planEarly).
 func (e *Engine) plan(rs *runState, snap *snapshot, queued map[string]int64, free func(string) bool, now time.Time) {
 	nodes, held, wake := e.plannable(rs, snap, free, now)
+	held.e, held.rs, held.snap = e, rs, snap
 	defer func() {
 		if wake > 0 {
 			rs.wakeIn(wake)
@@ -28,7 +29,10 @@ func (e *Engine) plan(rs *runState, snap *snapshot, queued map[string]int64, fre
 		budgets[id] = max(sn.Available()-queued[id], 0)
 	}
 	if len(nodes) > 0 {
-		opt := planner.Options{Policy: e.cfg.PlanPolicy, Buckets: e.buckets(rs), Expected: heldNodes(held)}
+		opt := planner.Options{Policy: e.cfg.PlanPolicy, Buckets: e.buckets(rs)}
+		if opt.Policy == planner.TimeOptimal {
+			opt.Expected = heldNodes(held.views())
+		}
 		p := planner.MakeWith(nodes, budgets, opt)
 		for _, pn := range nodes {
 			sf, ok := p.Unmet[pn.InstanceID]
@@ -42,7 +46,7 @@ func (e *Engine) plan(rs *runState, snap *snapshot, queued map[string]int64, fre
 			wake = minPositive(wake, retry)
 		}
 	}
-	if w := e.planEarly(rs, snap, held, budgets, now); w > 0 {
+	if w := e.planEarly(rs, snap, &held, budgets, now); w > 0 {
 		wake = minPositive(wake, w)
 	}
 }
@@ -77,10 +81,10 @@ func (e *Engine) carryOut(rs *runState, snap *snapshot, p planner.Plan, budgets 
 }
 
 // plannable returns the planner's view of every node that wants addresses,
-// is idle, and whose demand has settled; held, the same of those whose
-// demand is still gathering; and wake, when the next one of those settles
-// (0: none).
-func (e *Engine) plannable(rs *runState, snap *snapshot, free func(string) bool, now time.Time) (nodes []planner.Node, held []gathered, wake time.Duration) {
+// is idle, and whose demand has settled; held, the idle nodes whose demand
+// is still gathering; and wake, when the next one of those settles (0:
+// none).
+func (e *Engine) plannable(rs *runState, snap *snapshot, free func(string) bool, now time.Time) (nodes []planner.Node, held gatheringSet, wake time.Duration) {
 	spare := e.tokensSpare(rs, snap, free)
 	for _, n := range snap.nodes {
 		id := n.InstanceID
@@ -95,9 +99,7 @@ func (e *Engine) plannable(rs *runState, snap *snapshot, free func(string) bool,
 		}
 		if wait := e.gathering(rs, id, d, now, spare); wait > 0 {
 			wake = minPositive(wake, wait)
-			if pn, ok := e.gatheringNode(rs, snap, n, d); ok {
-				held = append(held, gathered{pn: pn, updated: d.UpdatedAt, settles: wait})
-			}
+			held.list = append(held.list, gatheringDemand{n: n, d: d, settles: wait})
 			continue
 		}
 		if err := snap.subnetQuarantined(n.SubnetID); err != nil {
@@ -117,16 +119,6 @@ func (e *Engine) plannable(rs *runState, snap *snapshot, free func(string) bool,
 		nodes = append(nodes, pn)
 	}
 	return nodes, held, wake
-}
-
-// gatheringNode is the planner's view of a node whose demand is gathering,
-// if it could be planned now; its unmet status is left for when it is.
-func (e *Engine) gatheringNode(rs *runState, snap *snapshot, n store.Node, d store.Demand) (planner.Node, bool) {
-	if snap.subnetQuarantined(n.SubnetID) != nil {
-		return planner.Node{}, false
-	}
-	pn, why := e.plannerNode(rs, snap, n, d)
-	return pn, why == "" && pn.Pending+pn.WarmShortfall > pn.InFlight
 }
 
 // queueActions schedules each planned action as a task of its node.

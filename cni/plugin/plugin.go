@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -102,11 +103,11 @@ func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
 	if err != nil {
 		return types.NewError(types.ErrInternal, "allot agent returned a malformed result", err.Error())
 	}
-	out, err := result.GetAsVersion(c.conf.CNIVersion)
-	if err != nil {
-		return types.NewError(types.ErrIncompatibleCNIVersion, "cannot convert the result to the requested cniVersion", err.Error())
-	}
-	if err := out.PrintTo(p.Stdout); err != nil {
+	if err := printResult(p.Stdout, result, c.conf.CNIVersion); err != nil {
+		var te *types.Error
+		if errors.As(err, &te) {
+			return te
+		}
 		return types.NewError(types.ErrIOFailure, "cannot write the result", err.Error())
 	}
 	return nil

@@ -162,11 +162,25 @@ func (f *File) closeLocked() {
 	}
 }
 
-// Close closes the file's append handle. A later Save reopens the file by
-// rewriting it whole.
+// Close rewrites the file whole when it holds changes after its whole
+// record, so a stopped agent leaves one record of the whole state, the
+// format every agent version reads (an agent rolled back to a version from
+// before change records, or before the journal, then starts on it), and
+// closes the append handle. A later Save reopens the file by rewriting it
+// whole. If the rewrite fails the file is as it was, every record intact.
 func (f *File) Close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.app != nil && f.records > 1 {
+		rec, err := f.encodeLocked(Version, f.cur)
+		if err == nil {
+			err = f.rewriteLocked(rec)
+		}
+		if err != nil {
+			f.closeLocked()
+			return fmt.Errorf("close checkpoint %s: rewrite whole: %w", f.path, err)
+		}
+	}
 	f.closeLocked()
 	return nil
 }

@@ -200,3 +200,41 @@ func mustJSON(t *testing.T, s State) []byte {
 	}
 	return b
 }
+
+// Close leaves one whole record of the last state: the file an agent from
+// before change records (or before the journal) reads. A Save after Close
+// starts again with a whole record.
+func TestCloseRewritesWhole(t *testing.T) {
+	f := New(filepath.Join(t.TempDir(), "state.json"))
+	want := saveSeqs(t, f, 4)
+	if n := len(records(t, f.Path())); n != 4 {
+		t.Fatalf("file holds %d records before Close, want 4", n)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	recs := records(t, f.Path())
+	if len(recs) != 1 {
+		t.Fatalf("file holds %d records after Close, want 1", len(recs))
+	}
+	var env envelope
+	if err := json.Unmarshal(recs[0], &env); err != nil {
+		t.Fatal(err)
+	}
+	if env.Version != Version || env.State == nil || env.Change != nil {
+		t.Fatalf("record after Close: version %d, state %t, change %t; want a whole state of version %d",
+			env.Version, env.State != nil, env.Change != nil, Version)
+	}
+	if got, err := New(f.Path()).Load(); err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("load after Close: %+v %v", got, err)
+	}
+	// Closing again, or a file of one record, leaves it alone.
+	ino := inode(t, f.Path())
+	if err := f.Close(); err != nil || inode(t, f.Path()) != ino {
+		t.Fatalf("second Close: %v, file replaced: %t", err, inode(t, f.Path()) != ino)
+	}
+	want = saveSeqs(t, f, 2)
+	if got, err := New(f.Path()).Load(); err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("load after a Save past Close: %+v %v", got, err)
+	}
+}

@@ -160,6 +160,13 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := a.Start(ctx); err != nil {
 		return err
 	}
+	// Last, once nothing else writes: the checkpoint left as one whole
+	// record, which an agent rolled back to an older version reads.
+	defer func() {
+		if err := a.ckpt.Close(); err != nil {
+			a.log.Warn("checkpoint left with its changes; an older agent version would refuse it", "err", err)
+		}
+	}()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer a.arrival.wait() // after cancel, below

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -31,6 +32,12 @@ func TestRunServesSocketIntrospectionAndReplaysQueue(t *testing.T) {
 	mustAdd(t, first, podReq("queued", "old"))
 	mustAdd(t, first, podReq("kept", "new"))
 	first.stop()
+	// The stopped agent left its checkpoint as one whole record, which an
+	// agent of an older version reads too.
+	if b, err := os.ReadFile(e.config().CheckpointPath); err != nil || bytes.Count(b, []byte("\n")) != 1 ||
+		!bytes.Contains(b, []byte(`"state":`)) {
+		t.Fatalf("checkpoint after a stop: %d records, err %v, want one whole state", bytes.Count(b, []byte("\n")), err)
+	}
 
 	// While the agent is down the plugin queues the DEL of "queued".
 	sockDir, err := os.MkdirTemp("", "allot-t-")

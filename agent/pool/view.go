@@ -26,96 +26,72 @@ type AddrView struct {
 // broker link asks for the demand after every change, and building the
 // views sorted and copied every address of the node each time.
 func (p *Pool) statsLocked() Stats {
-	s := Stats{ENIs: len(p.enis)}
-	type pkey struct {
-		eni    string
-		prefix netip.Prefix
-	}
-	type pstat struct{ assigned, releasing bool }
-	var prefixes map[pkey]pstat
+	var c statsCounter
 	for _, a := range p.addrs {
-		state := p.viewStateLocked(a)
-		if a.prefix.IsValid() {
-			if prefixes == nil {
-				prefixes = map[pkey]pstat{}
-			}
-			k := pkey{a.eni, a.prefix}
-			ps := prefixes[k]
-			ps.assigned = ps.assigned || state == checkpoint.Assigned
-			ps.releasing = ps.releasing || state == checkpoint.Releasing
-			prefixes[k] = ps
-		}
-		switch state {
-		case checkpoint.Releasing:
-			s.Releasing++
-			continue
-		case checkpoint.Assigned:
-			s.Assigned++
-		case checkpoint.Cooling:
-			s.Cooling++
-		}
-		s.Total++
+		c.add(a.eni, a.prefix, p.viewStateLocked(a))
 	}
-	for _, ps := range prefixes {
-		if ps.releasing {
-			continue
-		}
-		s.Prefixes++
-		if !ps.assigned {
-			s.FreePrefixes++
-		}
-	}
-	return s
+	return c.stats(len(p.enis))
 }
 
 // StatsOf counts a pool view.
 func StatsOf(enis []ENIView) Stats {
-	var s Stats
+	var c statsCounter
 	for _, e := range enis {
-		s = s.plus(eniStats(e))
+		for _, a := range e.Addrs {
+			c.add(e.ID, a.Prefix, a.State)
+		}
 	}
-	return s
+	return c.stats(len(enis))
 }
 
-func (s Stats) plus(o Stats) Stats {
-	return Stats{
-		ENIs: s.ENIs + o.ENIs, Total: s.Total + o.Total, Assigned: s.Assigned + o.Assigned,
-		Cooling: s.Cooling + o.Cooling, Releasing: s.Releasing + o.Releasing,
-		Prefixes: s.Prefixes + o.Prefixes, FreePrefixes: s.FreePrefixes + o.FreePrefixes,
-	}
+// statsCounter counts addresses one at a time into Stats. An address
+// being released is not counted in Total; a prefix counts if none of its
+// addresses is being released, and is free if none is assigned either.
+type statsCounter struct {
+	s        Stats
+	prefixes map[eniPrefix]prefixUse
 }
 
-func eniStats(e ENIView) Stats {
-	s := Stats{ENIs: 1}
-	type pstat struct{ assigned, releasing bool }
-	prefixes := map[netip.Prefix]*pstat{}
-	for _, a := range e.Addrs {
-		if a.Prefix.IsValid() {
-			p := prefixes[a.Prefix]
-			if p == nil {
-				p = &pstat{}
-				prefixes[a.Prefix] = p
-			}
-			p.assigned = p.assigned || a.State == checkpoint.Assigned
-			p.releasing = p.releasing || a.State == checkpoint.Releasing
+type eniPrefix struct {
+	eni    string
+	prefix netip.Prefix
+}
+
+type prefixUse struct{ assigned, releasing bool }
+
+func (c *statsCounter) add(eni string, prefix netip.Prefix, state checkpoint.AddressState) {
+	if prefix.IsValid() {
+		if c.prefixes == nil {
+			c.prefixes = map[eniPrefix]prefixUse{}
 		}
-		switch a.State {
-		case checkpoint.Releasing:
-			s.Releasing++
-			continue
-		case checkpoint.Assigned:
-			s.Assigned++
-		case checkpoint.Cooling:
-			s.Cooling++
-		}
-		s.Total++
+		k := eniPrefix{eni, prefix}
+		u := c.prefixes[k]
+		u.assigned = u.assigned || state == checkpoint.Assigned
+		u.releasing = u.releasing || state == checkpoint.Releasing
+		c.prefixes[k] = u
 	}
-	for _, p := range prefixes {
-		if p.releasing {
+	switch state {
+	case checkpoint.Releasing:
+		c.s.Releasing++
+		return
+	case checkpoint.Assigned:
+		c.s.Assigned++
+	case checkpoint.Cooling:
+		c.s.Cooling++
+	}
+	c.s.Total++
+}
+
+// stats returns the counts, with enis ENIs.
+func (c *statsCounter) stats(enis int) Stats {
+	s := c.s
+	s.ENIs = enis
+	for _, u := range c.prefixes {
+		if u.releasing {
 			continue
 		}
 		s.Prefixes++
-		if !p.assigned {
+		if !u.assigned {
 			s.FreePrefixes++
 		}
 	}

@@ -31,6 +31,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/allotnet/allot/broker/ratelimit"
+	"github.com/allotnet/allot/internal/sdkbody"
 )
 
 // DefaultMaxThrottleRetries is how many times a throttled call is retried
@@ -109,7 +110,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 			tr.MaxIdleConnsPerHost = maxIdleConns
 		})
 	}
-	awsCfg.HTTPClient = ownBody{next: awsCfg.HTTPClient}
+	awsCfg.HTTPClient = sdkbody.Client{Next: awsCfg.HTTPClient}
 	api := ec2.NewFromConfig(awsCfg, func(o *ec2.Options) {
 		if cfg.Endpoint != "" {
 			o.BaseEndpoint = aws.String(cfg.Endpoint)

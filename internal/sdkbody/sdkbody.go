@@ -12,16 +12,18 @@ import (
 )
 
 // Client sends each request with a copy of its body that nothing else
-// closes (the broker's EC2 client does the same). smithy-go closes the
-// body it handed to net/http as soon as the response headers are in, and
-// its body's WriteTo then answers io.EOF; net/http, reading the body once
-// more after sending it (to check it holds no more than Content-Length),
-// takes that for a failed write and closes the connection under the
-// response still being read. The call fails with "failed to decode
-// response body … use of closed network connection" whenever the writing
-// goroutine is held up past the server's answer: awssim on loopback
-// answers within microseconds, so a loaded machine sees it, and a client
-// without SDK retries (tests that count calls, awssim.SDKConfig) fails.
+// closes; the broker's EC2 client, awssim.SDKConfig and the ipamd model
+// use it. smithy-go closes the body it handed to net/http as soon as the
+// response headers are in, and its body's WriteTo then answers io.EOF;
+// net/http, reading the body once more after sending it (to check it
+// holds no more than Content-Length), takes that for a failed write and
+// closes the connection under the response still being read. The call
+// fails with "failed to decode response body … use of closed network
+// connection" whenever the writing goroutine is held up past the server's
+// answer: awssim on loopback answers within microseconds, so a loaded
+// machine sees it, and a client without SDK retries (the broker's, tests
+// that count calls, awssim.SDKConfig) fails. EC2 Query requests are small
+// form bodies, so the copy costs nothing.
 type Client struct{ Next aws.HTTPClient }
 
 // maxRequestBody bounds the copy; EC2 Query requests are far smaller.

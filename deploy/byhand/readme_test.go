@@ -184,7 +184,7 @@ func (r *run) step(readme string) {
 		case strings.Contains(readme, "allotctl nodes"):
 			ok = ok && len(strings.Split(strings.TrimSpace(out), "\n")) >= 2
 		case strings.Contains(readme, "CNI_COMMAND=ADD"):
-			ok = ok && strings.Contains(out, `"address": "10.0.`)
+			ok = ok && addedAddress(out)
 		}
 		if ok {
 			t.Logf("$ %s\n%s", readme, out)
@@ -197,6 +197,27 @@ func (r *run) step(readme string) {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+// addedAddress reports whether out holds a CNI result giving the pod an
+// address in the scenario's VPC (10.0.0.0/16), however the result is laid
+// out (indented or not) and whatever the plugin wrote around it.
+func addedAddress(out string) bool {
+	var res struct {
+		IPs []struct {
+			Address string `json:"address"`
+		} `json:"ips"`
+	}
+	start, end := strings.Index(out, "{"), strings.LastIndex(out, "}")
+	if start < 0 || end < start || json.Unmarshal([]byte(out[start:end+1]), &res) != nil {
+		return false
+	}
+	for _, ip := range res.IPs {
+		if strings.HasPrefix(ip.Address, "10.0.") {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *run) exec(c string) (string, error) {

@@ -194,6 +194,20 @@ func fittest(options []planner.Shape, spend planner.Shape) (planner.Shape, bool)
 	return best, found
 }
 
+// anyChoice reports whether any of the nodes can be served in more than one
+// shape. When none can, the demands still gathering change nothing in a
+// plan of them (the balance moves only nodes with a choice, and those get
+// no action), so their view need not be built: with secondary IPs a
+// burst's nodes each have one shape.
+func anyChoice(nodes []planner.Node) bool {
+	for _, n := range nodes {
+		if len(planner.Shapes(n)) > 1 {
+			return true
+		}
+	}
+	return false
+}
+
 // heldNodes is the planner's view of the held demands.
 func heldNodes(held []gathered) []planner.Node {
 	out := make([]planner.Node, len(held))

@@ -76,3 +76,20 @@ func TestPickEarly(t *testing.T) {
 		t.Errorf("secondary node: shapes %v, want one Assign and three new ENIs", shapes)
 	}
 }
+
+// TestAnyChoice: a prefix node that one Assign or one new ENI serves has a
+// choice; a node that needs its primary's Assign and three new ENIs has
+// none.
+func TestAnyChoice(t *testing.T) {
+	c5 := planner.Limits{MaxENIs: 4, IPv4PerENI: 15, PrefixCapable: true}
+	node := func(mode planner.Mode) planner.Node {
+		return planner.Node{InstanceID: "i-1", SubnetID: "subnet-a", Mode: mode, Limits: c5, Pending: 46,
+			ENIs: []planner.ENI{{ID: "eni-1", SubnetID: "subnet-a", Primary: true}}}
+	}
+	if !anyChoice([]planner.Node{node(planner.SecondaryIP), node(planner.Prefix)}) {
+		t.Error("a prefix node: no choice")
+	}
+	if anyChoice([]planner.Node{node(planner.SecondaryIP)}) {
+		t.Error("a secondary-IP node needing all four ENIs: a choice")
+	}
+}

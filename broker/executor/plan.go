@@ -30,7 +30,7 @@ func (e *Engine) plan(rs *runState, snap *snapshot, queued map[string]int64, fre
 	}
 	if len(nodes) > 0 {
 		opt := planner.Options{Policy: e.cfg.PlanPolicy, Buckets: e.buckets(rs)}
-		if opt.Policy == planner.TimeOptimal {
+		if opt.Policy == planner.TimeOptimal && anyChoice(nodes) {
 			opt.Expected = heldNodes(held.views())
 		}
 		p := planner.MakeWith(nodes, budgets, opt)

@@ -12,10 +12,10 @@ import (
 )
 
 // Client sends each request with a copy of its body that nothing else
-// closes; the broker's EC2 client, awssim.SDKConfig and the ipamd model
-// use it. smithy-go closes the body it handed to net/http as soon as the
-// response headers are in, and its body's WriteTo then answers io.EOF;
-// net/http, reading the body once more after sending it (to check it
+// closes; the broker's EC2 client, awssim.SDKConfig and the ipamd and
+// Cilium models use it. smithy-go closes the body it handed to net/http
+// as soon as the response headers are in, and its body's WriteTo then
+// answers io.EOF; net/http, reading the body once more after sending it (to check it
 // holds no more than Content-Length), takes that for a failed write and
 // closes the connection under the response still being read. The call
 // fails with "failed to decode response body … use of closed network

@@ -58,6 +58,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"golang.org/x/time/rate"
+
+	"github.com/allotnet/allot/internal/sdkbody"
 )
 
 // Defaults of the operator and the agent.
@@ -169,7 +171,7 @@ func New(ctx context.Context, cfg Config) (*Operator, error) {
 	awsCfg := aws.Config{
 		Region:      "us-east-1",
 		Credentials: credentials.NewStaticCredentialsProvider("AKIDCILIUMOPERATOR", "cilium-secret", ""),
-		HTTPClient:  cfg.HTTPClient,
+		HTTPClient:  sdkbody.Client{Next: cfg.HTTPClient},
 		Retryer: func() aws.Retryer {
 			return retry.NewStandard(func(o *retry.StandardOptions) {
 				o.MaxAttempts = cfg.MaxAttempts

@@ -216,11 +216,3 @@ func heldNodes(held []gathered) []planner.Node {
 	}
 	return out
 }
-
-// limiter is the EC2 client's rate limiter, or nil if it shows none.
-func (e *Engine) limiter() *ratelimit.Limiter {
-	if src, ok := e.ec2.(limited); ok {
-		return src.Limiter()
-	}
-	return nil
-}

@@ -15,6 +15,14 @@ type limited interface {
 	Limiter() *ratelimit.Limiter
 }
 
+// limiter is the EC2 client's rate limiter, or nil if it shows none.
+func (e *Engine) limiter() *ratelimit.Limiter {
+	if src, ok := e.ec2.(limited); ok {
+		return src.Limiter()
+	}
+	return nil
+}
+
 // firstClass is the bucket an action's first call draws from: the one
 // whose token decides when the action can start.
 func firstClass(a planner.Action) ratelimit.Class {
@@ -40,11 +48,10 @@ func firstClass(a planner.Action) ratelimit.Class {
 // it: actions are admitted ahead of the tokens by Lookahead, and every
 // task's end and every tick plans again.
 func (e *Engine) admit(rs *runState, actions []planner.Action) ([]planner.Action, time.Duration) {
-	src, ok := e.ec2.(limited)
-	if !ok || src.Limiter() == nil {
+	lim := e.limiter()
+	if lim == nil {
 		return actions, 0
 	}
-	lim := src.Limiter()
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	attach := ratelimit.ClassOf(planner.CallAttach, true)
@@ -89,10 +96,7 @@ func (e *Engine) admit(rs *runState, actions []planner.Action) ([]planner.Action
 // that has not reached its Attach. Against an EC2 client that shows no
 // limiter, EC2's own table with full buckets.
 func (e *Engine) buckets(rs *runState) planner.Buckets {
-	var lim *ratelimit.Limiter
-	if src, ok := e.ec2.(limited); ok {
-		lim = src.Limiter()
-	}
+	lim := e.limiter()
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	bucket := func(action string) planner.Bucket {
@@ -124,8 +128,8 @@ func (e *Engine) buckets(rs *runState) planner.Buckets {
 // each serves a node, so both count. Against an EC2 client that shows no
 // limiter it reports false.
 func (e *Engine) tokensSpare(rs *runState, snap *snapshot, free func(string) bool) bool {
-	src, ok := e.ec2.(limited)
-	if !ok || src.Limiter() == nil {
+	lim := e.limiter()
+	if lim == nil {
 		return false
 	}
 	waiting := 0
@@ -137,7 +141,6 @@ func (e *Engine) tokensSpare(rs *runState, snap *snapshot, free func(string) boo
 	if waiting == 0 {
 		return false
 	}
-	lim := src.Limiter()
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	inHand := func(action string) float64 {

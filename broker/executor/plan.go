@@ -71,13 +71,19 @@ func (e *Engine) carryOut(rs *runState, snap *snapshot, p planner.Plan, budgets 
 	e.log.Debug("planned", "plan", p)
 	e.queueActions(rs, snap, p.Actions)
 	for _, a := range actions {
-		id := a.SubnetID
-		if id == "" {
-			id = snap.enis[a.ENIID].SubnetID
-		}
+		id := actionSubnet(a, snap)
 		budgets[id] = max(budgets[id]-a.Cost(), 0)
 	}
 	return actions, retry
+}
+
+// actionSubnet is the subnet whose budget an action spends: its own, or
+// for an Assign that names none, its ENI's.
+func actionSubnet(a planner.Action, snap *snapshot) string {
+	if a.SubnetID == "" {
+		return snap.enis[a.ENIID].SubnetID
+	}
+	return a.SubnetID
 }
 
 // plannable returns the planner's view of every node that wants addresses,
@@ -137,9 +143,7 @@ func (e *Engine) queueActions(rs *runState, snap *snapshot, actions []planner.Ac
 			})
 		case planner.Assign:
 			eni := snap.enis[a.ENIID]
-			if a.SubnetID == "" {
-				a.SubnetID = eni.SubnetID
-			}
+			a.SubnetID = actionSubnet(a, snap)
 			begun := rs.queue(a.SubnetID, a.Cost(), firstClass(a))
 			rs.scheduleFor(a.InstanceID, kindAssign, a.Urgent, tp, func(ctx context.Context) error {
 				defer begun()

@@ -62,6 +62,13 @@ func runChild(role string, args []string) int {
 		if err = fs.Parse(args); err == nil {
 			err = ServeCloudChild(ctx, c, os.Stdout)
 		}
+	case "etcd":
+		var c EtcdChildConfig
+		fs := newFlagSet(role)
+		c.Flags(fs)
+		if err = fs.Parse(args); err == nil {
+			err = ServeEtcdChild(ctx, c, os.Stdout)
+		}
 	default:
 		err = fmt.Errorf("unknown role %q", role)
 	}
@@ -150,6 +157,29 @@ func TestQuickBurst(t *testing.T) {
 // child processes (this test binary re-executed), the way allot-burst does,
 // so the broker's CPU and memory are its own.
 func TestChildProcesses(t *testing.T) {
+	r := runInChildren(t, false)
+	if r.EtcdPeakRSS != 0 {
+		t.Errorf("etcd embedded in the broker, yet measured apart: %d bytes", r.EtcdPeakRSS)
+	}
+}
+
+// TestSeparateEtcd: with SeparateEtcd the broker keeps its state in an
+// etcd in a third child process, and both processes' memory is measured,
+// each its own.
+func TestSeparateEtcd(t *testing.T) {
+	r := runInChildren(t, true)
+	if r.EtcdPeakRSS <= 0 || r.EtcdCPUTotal <= 0 {
+		t.Errorf("etcd apart: peak RSS %d, CPU %.3fs; want both measured", r.EtcdPeakRSS, r.EtcdCPUTotal)
+	}
+	if err := (Config{Nodes: 1, PodsPerNode: 1, Deadline: time.Hour, Subnets: 1, JoinBatch: 1, SeparateEtcd: true}).Validate(); err == nil {
+		t.Error("etcd apart without child processes accepted")
+	}
+}
+
+// runInChildren runs a small burst with the broker and awssim (and with
+// separateEtcd, etcd) as child processes (this test binary re-executed),
+// the way allot-burst does, so the broker's CPU and memory are its own.
+func runInChildren(t *testing.T, separateEtcd bool) Result {
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -158,7 +188,7 @@ func TestChildProcesses(t *testing.T) {
 	defer cancel()
 	rep, err := Run(ctx, Config{
 		Nodes: 5, PodsPerNode: 20, TimeScale: 20, Modes: []daemon.Mode{daemon.ModeSecondaryIP}, Shares: []float64{1},
-		Deadline: 30 * time.Minute, Seed: 3, ReleaseAfter: testReleaseAfter,
+		Deadline: 30 * time.Minute, Seed: 3, ReleaseAfter: testReleaseAfter, SeparateEtcd: separateEtcd,
 		Spawn: func(role string, args []string) *exec.Cmd {
 			cmd := exec.Command(self, args...)
 			cmd.Env = append(os.Environ(), childRoleEnv+"="+role)
@@ -176,6 +206,13 @@ func TestChildProcesses(t *testing.T) {
 	if r.BrokerCPUTotal <= 0 || r.BrokerPeakRSS <= 0 {
 		t.Errorf("broker child's CPU %.3fs and peak RSS %d not measured", r.BrokerCPUTotal, r.BrokerPeakRSS)
 	}
+	m := r.BrokerMem
+	// The live heap is known after the first collection, which a short
+	// run may not reach.
+	if m == nil || m.HeapGoal <= 0 || m.Stacks <= 0 || m.Goroutines <= 0 || m.RSSAnon <= 0 || m.Mapped < m.HeapLive {
+		t.Errorf("broker child's memory by kind not measured: %+v", m)
+	}
+	return r
 }
 
 // TestFailedVariantIsReported runs two variants of which the first cannot

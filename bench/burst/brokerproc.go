@@ -40,6 +40,9 @@ const Cluster = "burst"
 type BrokerConfig struct {
 	// DataDir holds the embedded etcd's data. Required.
 	DataDir string
+	// EtcdEndpoint, when set, is an etcd the broker uses instead of
+	// embedding one (Config.SeparateEtcd).
+	EtcdEndpoint string
 	// EC2Endpoint is awssim's EC2 URL. Required.
 	EC2Endpoint string
 	// Share is the fraction of each EC2 bucket the broker may use.
@@ -73,6 +76,7 @@ type BrokerConfig struct {
 // broker as a child process ("allot-burst broker ...").
 func (c *BrokerConfig) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "embedded etcd data directory")
+	fs.StringVar(&c.EtcdEndpoint, "etcd-endpoint", c.EtcdEndpoint, "an etcd apart from the broker (empty: embedded in --data-dir)")
 	fs.StringVar(&c.EC2Endpoint, "ec2-endpoint", c.EC2Endpoint, "awssim EC2 endpoint")
 	fs.Float64Var(&c.Share, "bucket-share", c.Share, "fraction (0,1] of each EC2 bucket the broker may use")
 	fs.Float64Var(&c.TimeScale, "time-scale", c.TimeScale, "simulated seconds per real second")
@@ -87,7 +91,7 @@ func (c *BrokerConfig) Flags(fs *flag.FlagSet) {
 // Args is the command line Flags parses back into c.
 func (c BrokerConfig) Args() []string {
 	return []string{
-		"--data-dir", c.DataDir, "--ec2-endpoint", c.EC2Endpoint,
+		"--data-dir", c.DataDir, "--etcd-endpoint", c.EtcdEndpoint, "--ec2-endpoint", c.EC2Endpoint,
 		"--bucket-share", strconv.FormatFloat(c.Share, 'g', -1, 64),
 		"--time-scale", strconv.FormatFloat(c.TimeScale, 'g', -1, 64),
 		"--plan-policy", c.PlanPolicy,
@@ -116,6 +120,9 @@ type BrokerStats struct {
 	// Proc is the process's CPU and memory (meaningful only when the
 	// broker runs in a process of its own).
 	Proc ProcStats `json:"proc"`
+	// Mem are the broker process's memory peaks, sampled every second;
+	// zero when the broker runs in the harness's process.
+	Mem MemPeaks `json:"mem"`
 	// EtcdRevision is etcd's revision: it rises by one per transaction
 	// that changed a key, whoever wrote it.
 	EtcdRevision int64 `json:"etcd_revision"`
@@ -201,9 +208,13 @@ func StartBroker(ctx context.Context, cfg BrokerConfig) (*Broker, error) {
 		}
 		gc.Options, ac = []grpc.ServerOption{opt}, a
 	}
+	etcd := brokerd.EtcdConfig{DataDir: filepath.Join(cfg.DataDir, "etcd"), UnsafeNoFsync: !cfg.Fsync}
+	if cfg.EtcdEndpoint != "" {
+		etcd = brokerd.EtcdConfig{Endpoints: []string{cfg.EtcdEndpoint}}
+	}
 	b, err := brokerd.New(ctx, brokerd.Config{
 		Name: "bench-broker", Cluster: Cluster, Listen: "127.0.0.1:0",
-		Etcd:         brokerd.EtcdConfig{DataDir: filepath.Join(cfg.DataDir, "etcd"), UnsafeNoFsync: !cfg.Fsync},
+		Etcd:         etcd,
 		EC2:          brokerd.EC2Config{Endpoint: cfg.EC2Endpoint, BucketShare: cfg.Share},
 		Clock:        simClock,
 		Engine:       engine,
@@ -297,6 +308,7 @@ type childHello struct {
 	Stats string `json:"stats,omitempty"`
 	EC2   string `json:"ec2,omitempty"`
 	Admin string `json:"admin,omitempty"`
+	Etcd  string `json:"etcd,omitempty"`
 	PID   int    `json:"pid"`
 }
 
@@ -326,9 +338,14 @@ func ServeBrokerChild(ctx context.Context, cfg BrokerConfig, out *os.File) error
 	// profile can be taken during the burst (go tool pprof URL/debug/pprof/heap).
 	mux.HandleFunc("/debug/pprof/", httppprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", httppprof.Profile)
+	var mem memSampler
+	go mem.run(ctx, time.Second)
 	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, _ *http.Request) {
+		s := b.Stats()
+		mem.sample()
+		s.Mem = mem.Peaks()
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(b.Stats())
+		_ = json.NewEncoder(w).Encode(s)
 	})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

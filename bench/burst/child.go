@@ -12,8 +12,8 @@ import (
 	"github.com/allotnet/allot/internal/logfmt"
 )
 
-// RunChild runs one internal role of a benchmark command (prog), "broker"
-// or "cloud", from its arguments until its stdin closes (the harness stops
+// RunChild runs one internal role of a benchmark command (prog), "broker",
+// "etcd" or "cloud", from its arguments until its stdin closes (the harness stops
 // it so, and a dead harness closes it too) or it is signalled. It returns
 // the process's exit code.
 func RunChild(prog, role string, args []string) int {
@@ -21,9 +21,13 @@ func RunChild(prog, role string, args []string) int {
 	logFlags := logfmt.Register(fs, "warn")
 	var bc BrokerConfig
 	var cc CloudConfig
-	if role == "broker" {
+	var ec EtcdChildConfig
+	switch role {
+	case "broker":
 		bc.Flags(fs)
-	} else {
+	case "etcd":
+		ec.Flags(fs)
+	default:
 		cc.Flags(fs)
 	}
 	if err := fs.Parse(args); err != nil {
@@ -42,10 +46,14 @@ func RunChild(prog, role string, args []string) int {
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		cancel()
 	}()
-	if role == "broker" {
+	switch role {
+	case "broker":
 		bc.Logger = log
 		err = ServeBrokerChild(ctx, bc, os.Stdout)
-	} else {
+	case "etcd":
+		ec.Logger = log
+		err = ServeEtcdChild(ctx, ec, os.Stdout)
+	default:
 		cc.Logger = log
 		err = ServeCloudChild(ctx, cc, os.Stdout)
 	}

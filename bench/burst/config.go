@@ -105,6 +105,11 @@ type Config struct {
 	// Spawn runs the broker and awssim as child processes, so their CPU
 	// and memory are their own; nil runs them in this process.
 	Spawn Spawner
+	// SeparateEtcd, with Spawn, runs etcd in a child process of its own
+	// and the broker against it (as allot-broker --etcd-endpoints does),
+	// instead of the etcd the broker embeds, so the broker's memory and
+	// etcd's are measured apart.
+	SeparateEtcd bool
 	// BrokerCPUProfile, with Spawn, makes each variant's broker write a
 	// pprof CPU profile to this path plus the variant's index.
 	BrokerCPUProfile string
@@ -310,6 +315,8 @@ func (c Config) Validate() error {
 		return errors.New("join batch must be at least 1")
 	case c.AccountScale < 0 || c.AccountScale > 1:
 		return errors.New("account scale must be a fraction in (0, 1]")
+	case c.SeparateEtcd && c.Spawn == nil:
+		return errors.New("etcd apart from the broker needs child processes (Spawn)")
 	}
 	if c.UpDown != nil && slices.Contains(c.Modes, daemon.ModePrefix) {
 		return errors.New("the way down and up again is measured in secondary-IP mode only")

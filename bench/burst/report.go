@@ -152,9 +152,17 @@ type Result struct {
 	BrokerCores    float64 `json:"broker_cores"`
 	BrokerCPUTotal float64 `json:"broker_cpu_total_s"`
 	BrokerPeakRSS  int64   `json:"broker_peak_rss_bytes"`
-	NodesCPU       float64 `json:"nodes_cpu_s"`
-	AgentPeakRSS   int64   `json:"agent_peak_rss_bytes"`
-	CloudCPU       float64 `json:"cloud_cpu_s"`
+	// BrokerMem are the broker process's memory peaks by kind.
+	BrokerMem *MemPeaks `json:"broker_mem,omitempty"`
+	// EtcdPeakRSS and EtcdCPUTotal are etcd's high-water mark and CPU
+	// seconds over its life when it runs apart from the broker
+	// (Config.SeparateEtcd); zero when the broker embeds it, and then
+	// BrokerPeakRSS includes etcd's memory.
+	EtcdPeakRSS  int64   `json:"etcd_peak_rss_bytes,omitempty"`
+	EtcdCPUTotal float64 `json:"etcd_cpu_total_s,omitempty"`
+	NodesCPU     float64 `json:"nodes_cpu_s"`
+	AgentPeakRSS int64   `json:"agent_peak_rss_bytes"`
+	CloudCPU     float64 `json:"cloud_cpu_s"`
 
 	// WarmShortAfter is how many nodes were still short of their warm
 	// targets two simulated minutes after the last pod (their pools were

@@ -87,6 +87,7 @@ func runVariant(ctx context.Context, cfg Config, v Variant, work string) (res Re
 	var ipf *ipamdFleet
 	var cf *ciliumFleet
 	var broker *brokerHandle
+	var etcdProc *etcdHandle
 	switch v.System {
 	case SystemAllot:
 		etcdDir, err := os.MkdirTemp("", "allot-burst-etcd-")
@@ -102,8 +103,16 @@ func runVariant(ctx context.Context, cfg Config, v Variant, work string) (res Re
 		if err := writePKI(pkiDir, idPEM); err != nil {
 			return res, err
 		}
+		var etcdEndpoint string
+		if cfg.SeparateEtcd {
+			if etcdProc, err = startEtcdHandle(ctx, cfg, EtcdChildConfig{DataDir: filepath.Join(etcdDir, "etcd"), Fsync: cfg.EtcdFsync}); err != nil {
+				return res, err
+			}
+			defer etcdProc.stop()
+			etcdEndpoint = etcdProc.endpoint
+		}
 		broker, err = startBrokerHandle(ctx, cfg, BrokerConfig{
-			DataDir: etcdDir, EC2Endpoint: cloud.ec2, Share: v.brokerShare() * cfg.accountScale(), TimeScale: cfg.TimeScale, PlanPolicy: cmp.Or(v.Policy, cfg.PlanPolicy),
+			DataDir: etcdDir, EtcdEndpoint: etcdEndpoint, EC2Endpoint: cloud.ec2, Share: v.brokerShare() * cfg.accountScale(), TimeScale: cfg.TimeScale, PlanPolicy: cmp.Or(v.Policy, cfg.PlanPolicy),
 			Fsync: cfg.EtcdFsync, Reconciler: true, CPUProfile: profilePath(cfg.BrokerCPUProfile, v),
 			PKIDir: pkiDir, ReleaseAfter: cfg.ReleaseAfter,
 		})
@@ -321,6 +330,12 @@ func runVariant(ctx context.Context, cfg Config, v Variant, work string) (res Re
 			res.BrokerCores = res.BrokerCPU / took.Seconds()
 			res.BrokerCPUTotal = bEnd.Proc.CPUSeconds
 			res.BrokerPeakRSS = bEnd.Proc.PeakRSSBytes
+			res.BrokerMem = &bEnd.Mem
+		}
+		if etcdProc != nil {
+			if es, err := PidProcStats(etcdProc.pid); err == nil {
+				res.EtcdPeakRSS, res.EtcdCPUTotal = es.PeakRSSBytes, es.CPUSeconds
+			}
 		}
 	case ipf != nil:
 		res.BaselineErrors = ipf.errors()

@@ -57,16 +57,24 @@ func BurstConfig(nodes, podsPerNode int, scale float64, idle time.Duration) burs
 
 // Figures are one scale point's results, next to the targets.
 type Figures struct {
-	Nodes            int                `json:"nodes"`
-	Pods             int                `json:"pods"`
-	Placed           int                `json:"placed"`
-	TimeScale        float64            `json:"time_scale"`
-	Rounds           int64              `json:"rounds"`
-	RoundP50Ms       float64            `json:"round_p50_ms"`
-	RoundP99Ms       float64            `json:"round_p99_ms"`
-	SlowRounds       int64              `json:"slow_rounds"`
-	SlowRoundMs      map[string]float64 `json:"slow_round_ms,omitempty"`
-	BrokerRSSMiB     float64            `json:"broker_rss_mib"`
+	Nodes        int                `json:"nodes"`
+	Pods         int                `json:"pods"`
+	Placed       int                `json:"placed"`
+	TimeScale    float64            `json:"time_scale"`
+	Rounds       int64              `json:"rounds"`
+	RoundP50Ms   float64            `json:"round_p50_ms"`
+	RoundP99Ms   float64            `json:"round_p99_ms"`
+	SlowRounds   int64              `json:"slow_rounds"`
+	SlowRoundMs  map[string]float64 `json:"slow_round_ms,omitempty"`
+	BrokerRSSMiB float64            `json:"broker_rss_mib"`
+	// Etcd says where etcd ran: EtcdEmbedded (in the broker's process, as
+	// allot-broker runs it by default, so BrokerRSSMiB counts etcd's
+	// memory too) or EtcdApart (a process of its own, EtcdRSSMiB).
+	Etcd       string  `json:"etcd"`
+	EtcdRSSMiB float64 `json:"etcd_rss_mib,omitempty"`
+	// BrokerMem is where the broker process's memory went, each figure
+	// its own peak over the run.
+	BrokerMem        *MemMiB            `json:"broker_mem,omitempty"`
 	BrokerCores      float64            `json:"broker_cores"`
 	IdleWritesPerSec float64            `json:"idle_etcd_writes_per_s"`
 	IdleRevsPerSec   float64            `json:"idle_etcd_revisions_per_s"`
@@ -86,17 +94,50 @@ type Figures struct {
 	Met     map[string]bool `json:"met"`
 }
 
+// Where etcd ran (Figures.Etcd).
+const (
+	EtcdEmbedded = "embedded"
+	EtcdApart    = "apart"
+)
+
+// MemMiB is burst.MemPeaks in MiB.
+type MemMiB struct {
+	HeapLive   float64 `json:"heap_live_mib"`
+	HeapGoal   float64 `json:"heap_goal_mib"`
+	Stacks     float64 `json:"stacks_mib"`
+	Goroutines int64   `json:"goroutines"`
+	Mapped     float64 `json:"runtime_mapped_mib"`
+	RSSAnon    float64 `json:"rss_anon_mib"`
+	RSSFile    float64 `json:"rss_file_mib"`
+}
+
+func memMiB(p *burst.MemPeaks) *MemMiB {
+	if p == nil || p.Mapped == 0 {
+		return nil
+	}
+	return &MemMiB{
+		HeapLive: mib(p.HeapLive), HeapGoal: mib(p.HeapGoal), Stacks: mib(p.Stacks), Goroutines: p.Goroutines,
+		Mapped: mib(p.Mapped), RSSAnon: mib(p.RSSAnon), RSSFile: mib(p.RSSFile),
+	}
+}
+
+func mib(n int64) float64 { return float64(n) / (1 << 20) }
+
 // FromResult takes a scale point's figures from the burst result.
 func FromResult(r burst.Result, t Targets, load string) Figures {
 	f := Figures{
 		Nodes: r.Nodes, Pods: r.Pods, Placed: r.Placed, TimeScale: r.TimeScale,
 		Rounds: r.Rounds, RoundP50Ms: r.RoundP50, RoundP99Ms: r.RoundP99,
 		SlowRounds: r.SlowRounds, SlowRoundMs: r.SlowRoundMs,
-		BrokerRSSMiB: float64(r.BrokerPeakRSS) / (1 << 20), BrokerCores: r.BrokerCores,
+		BrokerRSSMiB: mib(r.BrokerPeakRSS), BrokerCores: r.BrokerCores,
+		Etcd: EtcdEmbedded, BrokerMem: memMiB(r.BrokerMem),
 		CompletionSim: r.CompletionSim, FloorSim: r.LowerBoundSim, BurstRatio: r.Ratio,
 		EtcdWritesPerPod: r.EtcdWritesPerPod, Problems: len(r.Problems),
 		StatusWrites: r.EtcdWritesByMethod["PutNodeStatus"] + r.EtcdWritesByMethod["ClearNodeStatus"],
 		Status:       r.Status, Error: r.Error, Load: load, Targets: t,
+	}
+	if r.EtcdPeakRSS > 0 {
+		f.Etcd, f.EtcdRSSMiB = EtcdApart, mib(r.EtcdPeakRSS)
 	}
 	if r.Idle != nil {
 		f.IdleWritesPerSec, f.IdleRevsPerSec, f.IdleByMethod = r.Idle.WritesPerSec, r.Idle.RevisionsPerSec, r.Idle.ByMethod
@@ -122,12 +163,17 @@ func (f Figures) WriteTable(w io.Writer) {
 	}
 	fmt.Fprintf(w, "scale: %d nodes, %d/%d pods placed, time scale %g, status %s, load %s\n",
 		f.Nodes, f.Placed, f.Pods, f.TimeScale, f.Status, f.Load)
+	fmt.Fprintf(w, "etcd: %s\n", map[bool]string{
+		true:  "in a process of its own (the broker's RSS is the broker's alone)",
+		false: "embedded in the broker's process (the broker's RSS includes etcd's)",
+	}[f.Etcd == EtcdApart])
 	fmt.Fprintf(w, "%-34s %12s %12s %s\n", "figure", "value", "target", "")
 	fmt.Fprintf(w, "%-34s %12.1f %12.0f %s\n", "plan round p99 (ms, wall)", f.RoundP99Ms, f.Targets.RoundP99Ms, met("round_p99"))
 	fmt.Fprintf(w, "%-34s %12.1f %12s\n", "plan round p50 (ms, wall)", f.RoundP50Ms, "")
 	fmt.Fprintf(w, "%-34s %12d %12s\n", "plan rounds in the burst", f.Rounds, "")
 	fmt.Fprintf(w, "%-34s %12d %12s\n", "rounds over 50 ms", f.SlowRounds, "")
 	fmt.Fprintf(w, "%-34s %12.1f %12.0f %s\n", "broker peak RSS (MiB, VmHWM)", f.BrokerRSSMiB, f.Targets.BrokerRSSMiB, met("broker_rss"))
+	f.writeMemory(w)
 	fmt.Fprintf(w, "%-34s %12.1f %12.0f %s\n", "idle etcd writes/s (store calls)", f.IdleWritesPerSec, f.Targets.IdleWritesPerSec, met("idle_writes"))
 	fmt.Fprintf(w, "%-34s %12.1f %12s\n", "idle etcd revisions/s", f.IdleRevsPerSec, "")
 	fmt.Fprintf(w, "%-34s %12.3f %12.2f %s\n", "burst completion / floor", f.BurstRatio, f.Targets.BurstRatio, met("burst_ratio"))
@@ -146,4 +192,30 @@ func (f Figures) WriteTable(w io.Writer) {
 	if f.Error != "" {
 		fmt.Fprintf(w, "error: %s\n", f.Error)
 	}
+}
+
+// writeMemory prints where the broker's memory went, and etcd's own RSS
+// when it ran apart.
+func (f Figures) writeMemory(w io.Writer) {
+	if f.Etcd == EtcdApart {
+		fmt.Fprintf(w, "%-34s %12.1f %12s\n", "etcd peak RSS (MiB, own process)", f.EtcdRSSMiB, "")
+	}
+	m := f.BrokerMem
+	if m == nil {
+		return
+	}
+	for _, r := range []struct {
+		name string
+		v    float64
+	}{
+		{"  broker live heap, peak (MiB)", m.HeapLive},
+		{"  broker heap goal, peak (MiB)", m.HeapGoal},
+		{"  broker stacks, peak (MiB)", m.Stacks},
+		{"  broker Go runtime mapped (MiB)", m.Mapped},
+		{"  broker RSS anonymous, peak (MiB)", m.RSSAnon},
+		{"  broker RSS file pages, peak (MiB)", m.RSSFile},
+	} {
+		fmt.Fprintf(w, "%-34s %12.1f %12s\n", r.name, r.v, "")
+	}
+	fmt.Fprintf(w, "%-34s %12d %12s\n", "  broker goroutines, peak", m.Goroutines, "")
 }

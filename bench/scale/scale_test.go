@@ -47,3 +47,43 @@ func TestFromResultTargets(t *testing.T) {
 		t.Errorf("table says nothing missed:\n%s", b.String())
 	}
 }
+
+// TestEtcdApart: the figures say where etcd ran, and with etcd apart the
+// table gives its RSS beside the broker's and the broker's memory by kind.
+func TestEtcdApart(t *testing.T) {
+	r := burst.Result{Nodes: 10, Pods: 300, Placed: 300, Status: burst.StatusOK, BrokerPeakRSS: 300 << 20,
+		BrokerMem: &burst.MemPeaks{HeapLive: 100 << 20, HeapGoal: 200 << 20, Stacks: 30 << 20, Goroutines: 4000, Mapped: 250 << 20}}
+	f := FromResult(r, DefaultTargets, "")
+	if f.Etcd != EtcdEmbedded || f.EtcdRSSMiB != 0 {
+		t.Errorf("no etcd measured apart: etcd %q, %g MiB; want embedded", f.Etcd, f.EtcdRSSMiB)
+	}
+	var b bytes.Buffer
+	f.WriteTable(&b)
+	for _, want := range []string{"embedded in the broker", "broker live heap, peak (MiB) 100.0", "broker goroutines, peak 4000"} {
+		if !hasLine(b.String(), want) {
+			t.Errorf("embedded: table lacks %q:\n%s", want, b.String())
+		}
+	}
+	r.EtcdPeakRSS = 150 << 20
+	f = FromResult(r, DefaultTargets, "")
+	if f.Etcd != EtcdApart || f.EtcdRSSMiB != 150 {
+		t.Errorf("etcd apart: %q, %g MiB; want apart, 150", f.Etcd, f.EtcdRSSMiB)
+	}
+	b.Reset()
+	f.WriteTable(&b)
+	for _, want := range []string{"in a process of its own", "etcd peak RSS (MiB, own process) 150.0"} {
+		if !hasLine(b.String(), want) {
+			t.Errorf("apart: table lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+// hasLine reports whether a line of table holds want, spaces aside.
+func hasLine(table, want string) bool {
+	for _, l := range strings.Split(table, "\n") {
+		if strings.Contains(strings.Join(strings.Fields(l), " "), want) {
+			return true
+		}
+	}
+	return false
+}

@@ -7,6 +7,7 @@
 //	allot-scale [flags]            run the benchmark
 //	allot-scale broker [flags]     (internal) the broker as a child process
 //	allot-scale cloud [flags]      (internal) awssim as a child process
+//	allot-scale etcd [flags]       (internal) etcd as a child process (--separate-etcd)
 package main
 
 import (
@@ -34,7 +35,7 @@ func main() {
 	}
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
-		case "broker", "cloud":
+		case "broker", "cloud", "etcd":
 			os.Exit(burst.RunChild("allot-scale", os.Args[1], os.Args[2:]))
 		}
 	}
@@ -54,6 +55,8 @@ func run(args []string) int {
 	brokerProfile := fs.String("broker-cpuprofile", "", "write the broker's CPU profile (the whole run) to this path plus a suffix")
 	memLimit := fs.String("broker-memory-limit", "", "the broker's Go soft memory limit (GOMEMLIMIT for its process, e.g. 600MiB), "+
 		"as allot-broker's --memory-limit sets it in a container; empty: none")
+	separateEtcd := fs.Bool("separate-etcd", false, "run etcd in a process of its own and the broker against it (as with allot-broker --etcd-endpoints), "+
+		"so the broker's RSS and etcd's are reported apart; by default the broker embeds etcd and its RSS includes etcd's")
 	logFlags := logfmt.Register(fs, "error")
 	buildinfo.Flag(fs)
 	if err := fs.Parse(args); err != nil {
@@ -85,6 +88,7 @@ func run(args []string) int {
 		cfg.IdleWindow, cfg.UpDown = 0, &burst.UpDown{DownWindow: *downWindow}
 	}
 	cfg.BrokerCPUProfile = *brokerProfile
+	cfg.SeparateEtcd = *separateEtcd
 	cfg.Logger = logfmt.New(os.Stderr, level)
 	cfg.Progress = os.Stderr
 	self, err := os.Executable()

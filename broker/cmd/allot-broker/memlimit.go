@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -88,19 +87,6 @@ func (m memoryLimit) apply(getenv func(string) string, container func() (int64, 
 		debug.SetMemoryLimit(1<<63 - 1)
 	}
 	return debug.SetMemoryLimit(-1), source
-}
-
-// cgroupMemoryLimit reads the memory limit of the cgroup the process runs
-// in (v2, then v1); false when there is none.
-func cgroupMemoryLimit() (int64, bool) {
-	for _, path := range []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"} {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			continue
-		}
-		return parseCgroupLimit(string(b))
-	}
-	return 0, false
 }
 
 // parseCgroupLimit reads memory.max or memory.limit_in_bytes: "max", or v1's

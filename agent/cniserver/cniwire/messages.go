@@ -3,7 +3,7 @@ package cniwire
 import (
 	"fmt"
 
-	"google.golang.org/protobuf/encoding/protowire"
+	"github.com/allotnet/allot/internal/pbwire"
 )
 
 // The plugin's side of the CNIService messages (proto/allot/v1/cni.proto),
@@ -68,7 +68,7 @@ func (r *GCRequest) Marshal() []byte {
 // UnmarshalAddResult decodes allot.v1.CNIAddResult.
 func UnmarshalAddResult(p []byte) (AddResult, error) {
 	var r AddResult
-	err := eachField(p, func(n protowire.Number, _ uint64, b []byte) error {
+	err := eachField(p, func(n pbwire.Number, _ uint64, b []byte) error {
 		switch n {
 		case 1:
 			r.Address = string(b)

@@ -5,7 +5,7 @@
 // matters as much as the call itself. A gRPC client costs the plugin the
 // gRPC and protobuf-registry packages' initialisation and an HTTP/2
 // handshake for a single call; this wire costs one write and two reads, and
-// links only the standard library and protobuf's low-level wire encoding.
+// links only the standard library (and internal/pbwire's few protobuf encodings).
 // The agent still serves gRPC on the same socket for every other caller
 // (tools, tests): it tells the two apart by the first bytes a client sends,
 // and both reach the same handlers.
@@ -47,7 +47,7 @@ import (
 	"io"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protowire"
+	"github.com/allotnet/allot/internal/pbwire"
 )
 
 // Preamble opens every connection on this wire, in both directions. A gRPC
@@ -104,15 +104,15 @@ type Response struct {
 
 // Request and response fields.
 const (
-	reqMethod  protowire.Number = 1
-	reqTimeout protowire.Number = 2
-	reqHeader  protowire.Number = 3
-	reqBody    protowire.Number = 4
-	hdrKey     protowire.Number = 1
-	hdrValue   protowire.Number = 2
-	resCode    protowire.Number = 1
-	resMessage protowire.Number = 2
-	resBody    protowire.Number = 3
+	reqMethod  pbwire.Number = 1
+	reqTimeout pbwire.Number = 2
+	reqHeader  pbwire.Number = 3
+	reqBody    pbwire.Number = 4
+	hdrKey     pbwire.Number = 1
+	hdrValue   pbwire.Number = 2
+	resCode    pbwire.Number = 1
+	resMessage pbwire.Number = 2
+	resBody    pbwire.Number = 3
 )
 
 // AppendRequest appends r's frame to b.
@@ -135,7 +135,7 @@ func AppendRequest(b []byte, r Request) []byte {
 // ParseRequest decodes a request frame's payload.
 func ParseRequest(p []byte) (Request, error) {
 	var r Request
-	err := eachField(p, func(n protowire.Number, v uint64, b []byte) error {
+	err := eachField(p, func(n pbwire.Number, v uint64, b []byte) error {
 		switch n {
 		case reqMethod:
 			r.Method = Method(v)
@@ -163,7 +163,7 @@ func ParseRequest(p []byte) (Request, error) {
 
 // parseHeader decodes a request header's key and value.
 func parseHeader(p []byte) (k, v string, err error) {
-	err = eachField(p, func(n protowire.Number, _ uint64, b []byte) error {
+	err = eachField(p, func(n pbwire.Number, _ uint64, b []byte) error {
 		switch n {
 		case hdrKey:
 			k = string(b)
@@ -191,7 +191,7 @@ func AppendResponse(b []byte, r Response) []byte {
 // ParseResponse decodes a response frame's payload.
 func ParseResponse(p []byte) (Response, error) {
 	var r Response
-	err := eachField(p, func(n protowire.Number, v uint64, b []byte) error {
+	err := eachField(p, func(n pbwire.Number, v uint64, b []byte) error {
 		switch n {
 		case resCode:
 			r.Code = Code(v)

@@ -1,28 +1,26 @@
 package otlp
 
-import (
-	"google.golang.org/protobuf/encoding/protowire"
-)
+import "github.com/allotnet/allot/internal/pbwire"
 
 // The OTLP messages, encoded by hand with their field numbers from
 // opentelemetry/proto/collector/trace/v1 and trace/v1; the tests decode
 // them with the generated types.
 
-func tag(b []byte, n protowire.Number, t protowire.Type) []byte { return protowire.AppendTag(b, n, t) }
+func tag(b []byte, n pbwire.Number, t pbwire.Type) []byte { return pbwire.AppendTag(b, n, t) }
 
-func str(b []byte, n protowire.Number, v string) []byte {
+func str(b []byte, n pbwire.Number, v string) []byte {
 	if v == "" {
 		return b
 	}
-	return protowire.AppendString(tag(b, n, protowire.BytesType), v)
+	return pbwire.AppendString(tag(b, n, pbwire.BytesType), v)
 }
 
-func msg(b []byte, n protowire.Number, m []byte) []byte {
-	return protowire.AppendBytes(tag(b, n, protowire.BytesType), m)
+func msg(b []byte, n pbwire.Number, m []byte) []byte {
+	return pbwire.AppendBytes(tag(b, n, pbwire.BytesType), m)
 }
 
-func fixed64(b []byte, n protowire.Number, v uint64) []byte {
-	return protowire.AppendFixed64(tag(b, n, protowire.Fixed64Type), v)
+func fixed64(b []byte, n pbwire.Number, v uint64) []byte {
+	return pbwire.AppendFixed64(tag(b, n, pbwire.Fixed64Type), v)
 }
 
 // keyValue is a KeyValue with a string AnyValue.
@@ -53,7 +51,7 @@ func encodeSpan(s *Span) []byte {
 		b = msg(b, 4, s.parentID[:])
 	}
 	b = str(b, 5, s.name)
-	b = protowire.AppendVarint(tag(b, 6, protowire.VarintType), uint64(s.kind))
+	b = pbwire.AppendVarint(tag(b, 6, pbwire.VarintType), uint64(s.kind))
 	b = fixed64(b, 7, uint64(s.start.UnixNano()))
 	b = fixed64(b, 8, uint64(s.end.UnixNano()))
 	for _, kv := range s.attrs {
@@ -67,9 +65,9 @@ func encodeSpan(s *Span) []byte {
 		ev = msg(ev, 3, keyValue("exception.message", s.errMsg))
 		b = msg(b, 11, ev)
 		st := str(nil, 2, s.errMsg)
-		st = protowire.AppendVarint(tag(st, 3, protowire.VarintType), 2)
+		st = pbwire.AppendVarint(tag(st, 3, pbwire.VarintType), 2)
 		b = msg(b, 15, st)
 	}
 	// flags: the W3C trace flags (sampled).
-	return protowire.AppendFixed32(tag(b, 16, protowire.Fixed32Type), 1)
+	return pbwire.AppendFixed32(tag(b, 16, pbwire.Fixed32Type), 1)
 }

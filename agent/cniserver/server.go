@@ -15,6 +15,7 @@ type Server struct {
 	allotv1.UnimplementedCNIServiceServer
 	backend Backend
 	log     *slog.Logger
+	spans   SpanSink // the plugin's spans go there; nil drops them
 }
 
 var _ allotv1.CNIServiceServer = (*Server)(nil)

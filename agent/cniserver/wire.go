@@ -40,11 +40,25 @@ func (s *Server) serveWire(conn net.Conn) {
 	p, err := cniwire.ReadFrame(conn)
 	if err != nil {
 		s.log.Warn("cni wire: no request", "err", err)
+		if errors.Is(err, cniwire.ErrFrameTooLarge) {
+			s.writeWire(conn, nil, cniwire.Errorf(cniwire.ResourceExhausted, "%v", err))
+		}
 		return
 	}
 	req, err := cniwire.ParseRequest(p)
 	if err != nil {
 		s.writeWire(conn, nil, cniwire.Errorf(cniwire.InvalidArgument, "%v", err))
+		return
+	}
+	if req.Method == cniwire.MethodSpans {
+		// No span of its own: it would be a trace per pod call, of the
+		// spans' delivery.
+		if err := s.takeSpans(req.Body); err != nil {
+			s.log.Debug("cni wire: the plugin's spans refused", "err", err)
+			s.writeWire(conn, nil, err)
+			return
+		}
+		s.writeWire(conn, nil, nil)
 		return
 	}
 	_ = conn.SetReadDeadline(time.Time{})

@@ -53,6 +53,9 @@ type Deps struct {
 	// Tracer makes the agent's own spans; nil is the process's global
 	// provider.
 	Tracer trace.TracerProvider
+	// PluginSpans exports the spans the CNI plugin hands the agent (it has
+	// no exporter of its own); nil drops them, and the plugin is told so.
+	PluginSpans cniserver.SpanSink
 }
 
 // Agent is one node's agent. Its CNI methods (Add, Del, Check, GC, Status)
@@ -184,6 +187,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		// The ADD's span; a plugin that sends trace context is its parent.
 		gs := grpc.NewServer(grpc.StatsHandler(otelgrpc.NewServerHandler()))
 		srv := cniserver.New(a, a.deps.Logger.With("component", "cniserver"))
+		if a.deps.PluginSpans != nil {
+			srv.ExportPluginSpans(a.deps.PluginSpans)
+		}
 		srv.Register(gs)
 		// The plugin's own wire and gRPC on the one socket.
 		g = cniserver.NewMux(lis, gs, srv)

@@ -10,12 +10,13 @@
 package delqueue
 
 import (
-	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
@@ -78,10 +79,11 @@ func Write(dir string, e Entry) (string, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("queue del: create queue dir: %w", err)
 	}
+	// The name needs to be unique, not secret: the runtime's generator
+	// (seeded from the kernel for each process) is enough, and crypto/rand
+	// would cost every exec of the plugin its initialisation.
 	var rnd [8]byte
-	if _, err := rand.Read(rnd[:]); err != nil {
-		return "", fmt.Errorf("queue del: random name: %w", err)
-	}
+	binary.BigEndian.PutUint64(rnd[:], rand.Uint64())
 	name := prefix + strconv.FormatInt(e.QueuedAt.UnixNano(), 10) + "-" + hex.EncodeToString(rnd[:]) + suffix
 	final := filepath.Join(dir, name)
 	tmp := filepath.Join(dir, tmpPrefix+name)

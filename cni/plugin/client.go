@@ -21,12 +21,14 @@ func (p *Plugin) call(ctx context.Context, parent *otlp.Span, socket string, m c
 	if p.Tracer == nil {
 		return cniwire.Call(ctx, socket, ConnectTimeout, req)
 	}
+	p.socket = socket
 	span := p.Tracer.Start(parent, m.FullName(), otlp.KindClient, "rpc.system", "allot-cni", "rpc.method", m.String())
 	defer span.End()
 	req.Headers = map[string]string{"traceparent": span.Traceparent()}
 	res, err := cniwire.Call(ctx, socket, ConnectTimeout, req)
 	if err != nil {
 		span.SetError(err.Error())
+		p.agentDown = agentUnreachable(err)
 	}
 	return res, err
 }

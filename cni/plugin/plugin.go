@@ -40,8 +40,13 @@ type Plugin struct {
 	Now func() time.Time
 	// Tracer makes a span of each command, parent of the agent's; its
 	// trace context goes to the agent with the call. Nil makes none (and
-	// sends none).
+	// sends none). FlushSpans hands its spans to the agent.
 	Tracer *otlp.Tracer
+
+	// socket is the agent's socket the command called, and agentDown
+	// whether it found no agent there, for FlushSpans.
+	socket    string
+	agentDown bool
 }
 
 // Funcs returns the callbacks for skel.PluginMainFuncs.

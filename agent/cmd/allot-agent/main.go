@@ -85,13 +85,18 @@ func run(ctx context.Context, cfg config, log *slog.Logger, recent *logring.Ring
 	if cfg.brokerCA == "" {
 		log.Warn("talking to the broker in plaintext; use --broker-ca (and --broker-cert) outside tests")
 	}
-	agent, err := daemon.New(cfg.agent, daemon.Deps{
+	deps := daemon.Deps{
 		IMDS:       imds,
 		Network:    netw,
 		Broker:     allotv1.NewNodeServiceClient(conn),
 		Logger:     log,
 		RecentLogs: recent,
-	})
+	}
+	// The CNI plugin's spans go out with the agent's, to its collector.
+	if f := tr.Forwarder(); f != nil {
+		deps.PluginSpans = f
+	}
+	agent, err := daemon.New(cfg.agent, deps)
 	if err != nil {
 		return err
 	}

@@ -35,12 +35,31 @@ func Serve(t testing.TB, b cniserver.Backend) *Agent {
 // called.
 func ServeAt(t testing.TB, path string, b cniserver.Backend) *Agent {
 	t.Helper()
+	return serve(t, path, b, nil)
+}
+
+// ServeSpans is Serve for an agent that exports the plugin's spans to
+// sink.
+func ServeSpans(t testing.TB, b cniserver.Backend, sink cniserver.SpanSink) *Agent {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "allot-t-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return serve(t, filepath.Join(dir, "cni.sock"), b, sink)
+}
+
+func serve(t testing.TB, path string, b cniserver.Backend, sink cniserver.SpanSink) *Agent {
 	lis, err := cniserver.Listen(path)
 	if err != nil {
 		t.Fatalf("listen: %v", err)
 	}
 	g := grpc.NewServer()
 	srv := cniserver.New(b, nil)
+	if sink != nil {
+		srv.ExportPluginSpans(sink)
+	}
 	srv.Register(g)
 	a := &Agent{Socket: path, mux: cniserver.NewMux(lis, g, srv)}
 	go a.mux.Serve() //nolint:errcheck // returns when stopped

@@ -26,7 +26,8 @@
 //	  uint32 method = 1;            // Method
 //	  uint64 timeout_ms = 2;        // the client's deadline, as gRPC's grpc-timeout
 //	  repeated Header headers = 3;  // trace context (W3C traceparent, tracestate, baggage)
-//	  bytes body = 4;               // allot.v1.CNIRequest, CNIGCRequest or CNIStatusRequest
+//	  bytes body = 4;               // allot.v1.CNIRequest, CNIGCRequest or CNIStatusRequest;
+//	                                // for MethodSpans, an OTLP ExportTraceServiceRequest
 //	}
 //	message Header { string key = 1; string value = 2; }
 //	message Response {
@@ -38,6 +39,16 @@
 // The bodies are the CNIService messages of proto/allot/v1/cni.proto; the
 // agent decodes them with the generated types, and this package's own
 // codec for them (messages.go) is tested against those types.
+//
+// The plugin's spans travel on this wire too, so that the plugin needs no
+// exporter (and no TLS) of its own: when its tracing is on, the plugin
+// makes one more call before it exits, MethodSpans, whose body is its
+// finished spans as OTLP, and the agent exports them with its own
+// exporter. The method number is the version: an agent older than
+// MethodSpans answers Unimplemented ("unknown method"), and the plugin
+// drops its spans and says so on stderr; a plugin older than it exports
+// its spans itself and never calls it. Either way the pod's call is
+// already done: tracing never fails one.
 package cniwire
 
 import (
@@ -69,9 +80,17 @@ const (
 	MethodCheck
 	MethodGC
 	MethodStatus
+	// MethodSpans is not a CNIService method: it hands the agent the
+	// plugin's finished spans to export. The answer has no body.
+	MethodSpans
 )
 
-var methodNames = map[Method]string{MethodAdd: "Add", MethodDel: "Del", MethodCheck: "Check", MethodGC: "GC", MethodStatus: "Status"}
+// MaxSpans bounds a MethodSpans body. The plugin's two spans take well
+// under a kilobyte.
+const MaxSpans = 64 << 10
+
+var methodNames = map[Method]string{MethodAdd: "Add", MethodDel: "Del", MethodCheck: "Check", MethodGC: "GC",
+	MethodStatus: "Status", MethodSpans: "Spans"}
 
 // String is the method's name in CNIService ("Add").
 func (m Method) String() string {

@@ -17,8 +17,9 @@ import (
 	"github.com/allotnet/allot/internal/telemetry/traceconf"
 )
 
-// flushTimeout bounds the export of the command's spans at exit, so a
-// collector that is down costs the runtime at most this much.
+// flushTimeout bounds handing the command's spans to the agent at exit, so
+// an agent that answered the command but not this costs the runtime at
+// most this much.
 const flushTimeout = time.Second
 
 func main() {
@@ -33,8 +34,9 @@ func main() {
 	// environment (which it passes to every plugin); unset means off. A
 	// bad setting must not fail pod networking: it is reported and
 	// tracing stays off.
-	// The plugin links no OpenTelemetry SDK: its exporter (cni/plugin/otlp)
-	// costs nothing when tracing is off.
+	// The plugin links no OpenTelemetry SDK and no exporter: it records its
+	// spans (cni/plugin/otlp), which costs nothing when tracing is off, and
+	// hands them to the agent, which exports them to its collector.
 	p.Tracer = traces()
 	// An empty about string makes skel report a missing CNI_COMMAND as an
 	// error (code 4) instead of printing a banner and exiting 0, which a
@@ -42,8 +44,8 @@ func main() {
 	e := skel.PluginMainFuncsWithError(p.Funcs(), plugin.Versions, "")
 	if p.Tracer != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
-		if err := p.Tracer.Flush(ctx); err != nil {
-			fmt.Fprintf(os.Stderr, "allot: spans not exported: %v\n", err)
+		if err := p.FlushSpans(ctx); err != nil {
+			fmt.Fprintf(os.Stderr, "allot: %v\n", err)
 		}
 		cancel()
 	}

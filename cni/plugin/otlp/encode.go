@@ -23,6 +23,26 @@ func fixed64(b []byte, n pbwire.Number, v uint64) []byte {
 	return pbwire.AppendFixed64(tag(b, n, pbwire.Fixed64Type), v)
 }
 
+// Take returns the ended sampled spans as one OTLP
+// ExportTraceServiceRequest, whose resource is service.name and the
+// config's resource attributes, and forgets them; nil when there are none.
+func (t *Tracer) Take() []byte {
+	t.mu.Lock()
+	spans := t.ended
+	t.ended = nil
+	t.mu.Unlock()
+	if len(spans) == 0 {
+		return nil
+	}
+	resource := [][2]string{{"service.name", t.cfg.ServiceName}}
+	for k, v := range t.cfg.Attributes {
+		if k != "service.name" {
+			resource = append(resource, [2]string{k, v})
+		}
+	}
+	return exportRequest(resource, t.scope, spans)
+}
+
 // keyValue is a KeyValue with a string AnyValue.
 func keyValue(k, v string) []byte {
 	return msg(str(nil, 1, k), 2, str(nil, 1, v))

@@ -1,21 +1,23 @@
-// Package otlp records the CNI plugin's spans and exports them to an
-// OTLP/gRPC collector, without the OpenTelemetry SDK.
+// Package otlp records the CNI plugin's spans and encodes them as OTLP,
+// without the OpenTelemetry SDK.
 //
 // The plugin is executed once per CNI command and makes two spans: the
 // command's, and its call to the agent under it. Linking the SDK and its
 // gRPC exporter cost every exec their package initialisation (and a
-// binary a third larger), traced or not. This package makes those two
-// spans, samples them as the SDK's samplers would for a root span, and
-// sends them in one OTLP Export over HTTP/2 (with TLS unless the endpoint
-// is http:// or insecure), with nothing but the standard library, the
-// HPACK decoder and protobuf's wire encoding.
+// binary a third larger), traced or not; so did an exporter of the
+// plugin's own, through crypto/tls and crypto/x509. This package makes
+// those two spans, samples them as the SDK's samplers would for a root
+// span, and encodes them as one OTLP ExportTraceServiceRequest (Take); the
+// plugin hands that to the agent on its socket, and the agent exports it
+// to its collector with its own exporter. It links nothing beyond the
+// standard library and internal/pbwire.
 package otlp
 
 import (
-	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
 	"math"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -31,7 +33,7 @@ const (
 	KindClient Kind = 3
 )
 
-// Tracer makes spans and exports them on Flush.
+// Tracer makes spans and hands the ended ones out, encoded, on Take.
 type Tracer struct {
 	cfg   traceconf.TraceConfig
 	scope string
@@ -68,10 +70,15 @@ func (t *Tracer) Start(parent *Span, name string, kind Kind, attrs ...string) *S
 	if parent != nil {
 		s.traceID, s.parentID, s.sampled = parent.traceID, parent.spanID, parent.sampled
 	} else {
-		_, _ = rand.Read(s.traceID[:])
+		// Trace and span IDs need to be unique, not secret: the runtime's
+		// generator (seeded from the kernel for each process) is enough,
+		// as it is for the SDK's, and crypto/rand would cost every exec
+		// its initialisation.
+		binary.BigEndian.PutUint64(s.traceID[:8], rand.Uint64())
+		binary.BigEndian.PutUint64(s.traceID[8:], rand.Uint64())
 		s.sampled = t.sample(s.traceID)
 	}
-	_, _ = rand.Read(s.spanID[:])
+	binary.BigEndian.PutUint64(s.spanID[:], rand.Uint64())
 	for i := 0; i+1 < len(attrs); i += 2 {
 		s.attrs = append(s.attrs, [2]string{attrs[i], attrs[i+1]})
 	}
@@ -111,7 +118,7 @@ func (s *Span) SetError(msg string) {
 	}
 }
 
-// End ends the span; a sampled one is exported on the next Flush.
+// End ends the span; a sampled one is handed out on the next Take.
 func (s *Span) End() {
 	if s == nil || !s.end.IsZero() {
 		return

@@ -6,9 +6,11 @@ package tracing
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -31,6 +33,10 @@ func Propagator() propagation.TextMapPropagator {
 type Tracing struct {
 	provider trace.TracerProvider
 	sdk      *sdktrace.TracerProvider
+	client   otlptrace.Client // the exporter's connection to the collector
+
+	fwdOnce sync.Once
+	fwd     *Forwarder
 }
 
 // NewTracing builds the provider cfg describes. The exporter connects
@@ -57,7 +63,10 @@ func NewTracing(ctx context.Context, cfg traceconf.TraceConfig, extra ...sdktrac
 	if cfg.Timeout > 0 {
 		opts = append(opts, otlptracegrpc.WithTimeout(cfg.Timeout))
 	}
-	exp, err := otlptracegrpc.New(ctx, opts...)
+	// The client is the exporter's, kept so that a Forwarder can send on
+	// the same connection.
+	client := otlptracegrpc.NewClient(opts...)
+	exp, err := otlptrace.New(ctx, client)
 	if err != nil {
 		return nil, fmt.Errorf("OTLP trace exporter for %s: %w", cfg.Endpoint, err)
 	}
@@ -73,7 +82,7 @@ func NewTracing(ctx context.Context, cfg traceconf.TraceConfig, extra ...sdktrac
 		sdktrace.WithSampler(sampler(cfg)),
 	}, extra...)
 	tp := sdktrace.NewTracerProvider(popts...)
-	return &Tracing{provider: tp, sdk: tp}, nil
+	return &Tracing{provider: tp, sdk: tp, client: client}, nil
 }
 
 func sampler(cfg traceconf.TraceConfig) sdktrace.Sampler {
@@ -96,15 +105,32 @@ func sampler(cfg traceconf.TraceConfig) sdktrace.Sampler {
 // Provider is the tracer provider to hand down.
 func (t *Tracing) Provider() trace.TracerProvider { return t.provider }
 
-// Shutdown flushes the spans still buffered and stops the exporter.
+// Forwarder is what exports other processes' spans (the CNI plugin's) to
+// this process's collector, or nil when it exports nothing. It starts on
+// the first call.
+func (t *Tracing) Forwarder() *Forwarder {
+	if t.client == nil {
+		return nil
+	}
+	t.fwdOnce.Do(func() { t.fwd = newForwarder(t.client) })
+	return t.fwd
+}
+
+// Shutdown flushes the spans still buffered, forwarded ones first, and
+// stops the exporter.
 func (t *Tracing) Shutdown(ctx context.Context) error {
 	if t.sdk == nil {
 		return nil
 	}
+	var ferr error
+	t.fwdOnce.Do(func() {}) // no Forwarder starts after this
+	if t.fwd != nil {
+		ferr = t.fwd.close(ctx)
+	}
 	if err := t.sdk.Shutdown(ctx); err != nil {
 		return fmt.Errorf("flush traces: %w", err)
 	}
-	return nil
+	return ferr
 }
 
 // Install makes t's provider and allot's propagator the process's global

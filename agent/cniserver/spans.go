@@ -33,7 +33,7 @@ func (s *Server) ExportPluginSpans(sink SpanSink) { s.spans = sink }
 // whatever it refuses costs only the spans.
 func (s *Server) takeSpans(body []byte) error {
 	if s.spans == nil {
-		return cniwire.Errorf(cniwire.FailedPrecondition, "this agent exports no traces, so the plugin's spans are dropped: "+
+		return cniwire.Errorf(cniwire.FailedPrecondition, "this agent exports no traces: "+
 			"set OTEL_EXPORTER_OTLP_ENDPOINT for the agent too, or unset it in the container runtime's environment")
 	}
 	if len(body) > cniwire.MaxSpans {
@@ -50,7 +50,7 @@ func (s *Server) takeSpans(body []byte) error {
 		return nil
 	}
 	if err := s.spans.Forward(req.GetResourceSpans()); err != nil {
-		return cniwire.Errorf(cniwire.ResourceExhausted, "spans dropped: %v", err)
+		return cniwire.Errorf(cniwire.ResourceExhausted, "%v", err)
 	}
 	return nil
 }

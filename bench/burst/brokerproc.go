@@ -17,8 +17,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc"
-
 	"github.com/allotnet/allot/broker/ratelimit"
 
 	"github.com/allotnet/allot/bench/lowerbound"
@@ -202,11 +200,11 @@ func StartBroker(ctx context.Context, cfg BrokerConfig) (*Broker, error) {
 	var gc brokerd.GRPCConfig
 	var ac *brokerd.AuthConfig
 	if cfg.PKIDir != "" {
-		opt, a, err := brokerSecurity(cfg.PKIDir)
+		opts, a, err := brokerSecurity(cfg.PKIDir)
 		if err != nil {
 			return nil, err
 		}
-		gc.Options, ac = []grpc.ServerOption{opt}, a
+		gc.Options, ac = opts, a
 	}
 	etcd := brokerd.EtcdConfig{DataDir: filepath.Join(cfg.DataDir, "etcd"), UnsafeNoFsync: !cfg.Fsync}
 	if cfg.EtcdEndpoint != "" {

@@ -22,6 +22,7 @@ import (
 	"github.com/allotnet/allot/broker/auth"
 	"github.com/allotnet/allot/broker/auth/devca"
 	"github.com/allotnet/allot/broker/brokerd"
+	"github.com/allotnet/allot/broker/server"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 
@@ -79,7 +80,7 @@ func (a *admin) identityCertificate(ctx context.Context) ([]byte, error) {
 
 // brokerSecurity is the broker's TLS option and attestation config from
 // the directory.
-func brokerSecurity(dir string) (grpc.ServerOption, *brokerd.AuthConfig, error) {
+func brokerSecurity(dir string) ([]grpc.ServerOption, *brokerd.AuthConfig, error) {
 	pair, err := tls.LoadX509KeyPair(filepath.Join(dir, pkiCert), filepath.Join(dir, pkiKey))
 	if err != nil {
 		return nil, nil, fmt.Errorf("bench broker TLS: %w", err)
@@ -88,8 +89,8 @@ func brokerSecurity(dir string) (grpc.ServerOption, *brokerd.AuthConfig, error) 
 	if err != nil {
 		return nil, nil, err
 	}
-	opt := grpc.Creds(credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{pair}}))
-	return opt, &brokerd.AuthConfig{IdentityCertificates: certs}, nil
+	opts := server.TLS(&tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{pair}})
+	return opts, &brokerd.AuthConfig{IdentityCertificates: certs}, nil
 }
 
 // agentTLS verifies the broker with the directory's CA.

@@ -8,12 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/allotnet/allot/broker/auth/devca"
-	"github.com/allotnet/allot/broker/etcdembed/etcdembedtest"
-	"github.com/allotnet/allot/broker/store"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/allotnet/allot/broker/auth/devca"
+	"github.com/allotnet/allot/broker/etcdembed/etcdembedtest"
+	"github.com/allotnet/allot/broker/store"
 )
 
 // TestConnectionMemory: an idle agent connection (TLS, as agents connect;
@@ -41,7 +42,7 @@ func TestConnectionMemory(t *testing.T) {
 	}
 	srv, err := New(Config{
 		Store: st, Leader: fixedLeader("broker-a"), Logger: slog.New(slog.DiscardHandler),
-		ServerOptions: []grpc.ServerOption{grpc.Creds(credentials.NewServerTLSFromCert(&cert))},
+		ServerOptions: TLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}),
 	})
 	if err != nil {
 		t.Fatal(err)

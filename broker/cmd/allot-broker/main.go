@@ -24,13 +24,12 @@ import (
 	// Mozilla's roots, used only when the system has none: the broker's
 	// image holds no CA bundle, and EC2 and STS are reached over TLS.
 	_ "golang.org/x/crypto/x509roots/fallback"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 
 	"github.com/allotnet/allot/broker/auth"
 	"github.com/allotnet/allot/broker/brokerd"
 	"github.com/allotnet/allot/broker/clock"
 	"github.com/allotnet/allot/broker/executor"
+	"github.com/allotnet/allot/broker/server"
 	"github.com/allotnet/allot/internal/buildinfo"
 	"github.com/allotnet/allot/internal/logfmt"
 	"github.com/allotnet/allot/internal/logring"
@@ -129,7 +128,7 @@ func brokerConfig(ctx context.Context, cfg config, log *slog.Logger) (brokerd.Co
 		return bc, err
 	}
 	if tlsCfg != nil {
-		bc.GRPC.Options = append(bc.GRPC.Options, grpc.Creds(credentials.NewTLS(tlsCfg)))
+		bc.GRPC.Options = append(bc.GRPC.Options, server.TLS(tlsCfg)...)
 	}
 	if bc.Auth, err = authConfig(cfg); err != nil {
 		return bc, err

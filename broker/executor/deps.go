@@ -47,6 +47,9 @@ type Intents interface {
 	CompleteDelete(ctx context.Context, intentID, eniID string) error
 	CompleteGiveUp(ctx context.Context, intentID, eniID string) error
 	FailIntent(ctx context.Context, intentID string, cause error) error
+	// Apply commits several of the writes above (as store ops) in one
+	// transaction.
+	Apply(ctx context.Context, ops ...*store.Op) error
 }
 
 // Releases is the broker's side of the release handshake: propose, and

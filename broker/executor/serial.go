@@ -10,14 +10,17 @@ import (
 	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 )
 
-// serialStore lets only one of the engine's writes that change a subnet's
-// counters reach etcd at a time, per subnet. A reserving BeginIntent, and
-// CompleteCreate/Assign/Unassign/Delete/GiveUp and FailIntent, read and rewrite
-// the subnet's record in a revision-compared transaction; sixty workers
-// sending them at once mostly lose the compare and retry, and under a burst
-// the store gives up. Queued here they commit first time. Attach, modify
-// and detach intents leave the subnet alone and go through unqueued. Writes of
-// other processes (the reconciler, an operator's budget change) can still
+// serialStore queues the engine's writes that change a subnet's counters,
+// per subnet, and commits each queue's waiting writes together in one
+// transaction (batcher). A reserving BeginIntent, and
+// CompleteCreate/Assign/Unassign/Delete/GiveUp and FailIntent, read and
+// rewrite the subnet's record in a revision-compared transaction; sixty
+// workers sending them at once mostly lose the compare and retry, and under
+// a burst the store gives up. Queued here they commit first time, and
+// those that queued behind one in flight share the next round trip
+// instead of each waiting for every other's. Attach, modify and detach
+// intents leave the subnet alone and go through unqueued. Writes of other
+// processes (the reconciler, an operator's budget change) can still
 // conflict now and then, which the store's retry absorbs.
 //
 // It also mirrors the open intents, for a round that reads the state in
@@ -28,8 +31,8 @@ import (
 type serialStore struct {
 	Store
 
+	batch    *batcher
 	mu       sync.Mutex
-	locks    map[string]*sync.Mutex
 	subnetOf map[string]string // open intent -> its subnet
 
 	open       map[string]store.Intent
@@ -38,26 +41,15 @@ type serialStore struct {
 }
 
 func newSerialStore(s Store) *serialStore {
-	return &serialStore{Store: s, locks: map[string]*sync.Mutex{}, subnetOf: map[string]string{}, open: map[string]store.Intent{}}
+	return &serialStore{Store: s, batch: newBatcher(s), subnetOf: map[string]string{}, open: map[string]store.Intent{}}
 }
 
-func (s *serialStore) lockSubnet(subnet string) func() {
-	s.mu.Lock()
-	l, ok := s.locks[subnet]
-	if !ok {
-		l = &sync.Mutex{}
-		s.locks[subnet] = l
-	}
-	s.mu.Unlock()
-	l.Lock()
-	return l.Unlock
-}
-
-func (s *serialStore) lockIntent(id string) func() {
+// commit queues op behind the other writes to the subnet of intent id.
+func (s *serialStore) commit(ctx context.Context, id string, op *store.Op) error {
 	s.mu.Lock()
 	subnet := s.subnetOf[id]
 	s.mu.Unlock()
-	return s.lockSubnet(subnet)
+	return s.batch.do(ctx, subnet, op.ReadsSubnet(subnet))
 }
 
 func (s *serialStore) remember(id, subnet string) {
@@ -100,10 +92,15 @@ func (s *serialStore) OpenIntents() []store.Intent {
 }
 
 func (s *serialStore) BeginIntent(ctx context.Context, in store.Intent) (store.Intent, error) {
+	var got store.Intent
+	var err error
 	if in.Reserved > 0 {
-		defer s.lockSubnet(in.SubnetID)()
+		op := store.BeginOp(in)
+		err = s.batch.do(ctx, in.SubnetID, op)
+		got = op.Intent()
+	} else {
+		got, err = s.Store.BeginIntent(ctx, in)
 	}
-	got, err := s.Store.BeginIntent(ctx, in)
 	if err == nil {
 		s.remember(got.ID, got.SubnetID)
 		s.mu.Lock()
@@ -153,8 +150,7 @@ func (s *serialStore) ListOpenIntents(ctx context.Context) ([]store.Intent, erro
 }
 
 func (s *serialStore) CompleteCreate(ctx context.Context, id string, eni store.ENI) error {
-	defer s.lockIntent(id)()
-	return s.closed(id, s.Store.CompleteCreate(ctx, id, eni))
+	return s.closed(id, s.commit(ctx, id, store.CompleteCreateOp(id, eni)))
 }
 
 func (s *serialStore) CompleteAttach(ctx context.Context, id, eniID string, deviceIndex int) error {
@@ -166,13 +162,11 @@ func (s *serialStore) CompleteModify(ctx context.Context, id string) error {
 }
 
 func (s *serialStore) CompleteAssign(ctx context.Context, id, eniID string, addrs, prefixes []string) error {
-	defer s.lockIntent(id)()
-	return s.closed(id, s.Store.CompleteAssign(ctx, id, eniID, addrs, prefixes))
+	return s.closed(id, s.commit(ctx, id, store.CompleteAssignOp(id, eniID, addrs, prefixes)))
 }
 
 func (s *serialStore) CompleteUnassign(ctx context.Context, id, eniID string, addrs, prefixes []string) error {
-	defer s.lockIntent(id)()
-	return s.closed(id, s.Store.CompleteUnassign(ctx, id, eniID, addrs, prefixes))
+	return s.closed(id, s.commit(ctx, id, store.CompleteUnassignOp(id, eniID, addrs, prefixes)))
 }
 
 func (s *serialStore) CompleteDetach(ctx context.Context, id, eniID string) error {
@@ -180,16 +174,13 @@ func (s *serialStore) CompleteDetach(ctx context.Context, id, eniID string) erro
 }
 
 func (s *serialStore) CompleteDelete(ctx context.Context, id, eniID string) error {
-	defer s.lockIntent(id)()
-	return s.closed(id, s.Store.CompleteDelete(ctx, id, eniID))
+	return s.closed(id, s.commit(ctx, id, store.CompleteDeleteOp(id, eniID)))
 }
 
 func (s *serialStore) CompleteGiveUp(ctx context.Context, id, eniID string) error {
-	defer s.lockIntent(id)()
-	return s.closed(id, s.Store.CompleteGiveUp(ctx, id, eniID))
+	return s.closed(id, s.commit(ctx, id, store.CompleteGiveUpOp(id, eniID)))
 }
 
 func (s *serialStore) FailIntent(ctx context.Context, id string, cause error) error {
-	defer s.lockIntent(id)()
-	return s.closed(id, s.Store.FailIntent(ctx, id, cause))
+	return s.closed(id, s.commit(ctx, id, store.FailOp(id, cause)))
 }

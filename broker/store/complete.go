@@ -7,17 +7,24 @@ import (
 	"time"
 )
 
-// finish is the one transaction behind every Complete*: the intent goes
+// finishOp is the one transaction behind every Complete*: the intent goes
 // open -> done, its reservation returns to its subnet, and effect applies
 // the call's result to ENI records and Subnet.Attached, all or nothing.
 // Completing a done intent is a no-op (the executor may retry after a lost
-// reply); completing a failed one is rpcerr.ErrWrongState.
-func (s *Store) finish(ctx context.Context, method, intentID, kind string, effect func(v *view, in *Intent, l *ledger) error) error {
-	if err := checkID("intent", intentID); err != nil {
-		return err
+// reply); completing a failed one is rpcerr.ErrWrongState. eniID, if
+// known, is read with the intent.
+func finishOp(method, intentID, kind, eniID string, effect func(v *view, in *Intent, l *ledger) error) *Op {
+	op := &Op{method: method}
+	if op.err = checkID("intent", intentID); op.err != nil {
+		return op
 	}
-	key := s.key(kindIntents, intentID)
-	_, err := s.update(ctx, method, []string{key}, nil, func(v *view) error {
+	op.keys = func(s *Store) []string {
+		if checkID("eni", eniID) != nil {
+			return []string{s.key(kindIntents, intentID)}
+		}
+		return []string{s.key(kindIntents, intentID), s.key(kindENIs, eniID)}
+	}
+	op.decide = func(v *view) error {
 		var in Intent
 		ok, err := get(v, kindIntents, intentID, &in)
 		if err != nil {
@@ -48,10 +55,13 @@ func (s *Store) finish(ctx context.Context, method, intentID, kind string, effec
 		if err := l.flush(); err != nil {
 			return err
 		}
-		return v.put(key, &in)
-	})
-	return err
+		return v.put(v.s.key(kindIntents, intentID), &in)
+	}
+	return op
 }
+
+// failed returns an op that is refused before it reads anything.
+func failed(method string, err error) *Op { return &Op{method: method, err: err} }
 
 // ownedENI loads the ENI an intent acts on. It must be the intent's ENI and
 // belong to the intent's node; absent is rpcerr.ErrNotFound unless mayBeAbsent.
@@ -98,13 +108,18 @@ func putENI(v *view, l *ledger, old ENI, had bool, e ENI) error {
 // created) and adds its addresses (primary, secondaries, 16 per prefix) to
 // the subnet's Attached. InstanceID and SubnetID default to the intent's.
 func (s *Store) CompleteCreate(ctx context.Context, intentID string, eni ENI) error {
+	return s.apply(ctx, CompleteCreateOp(intentID, eni))
+}
+
+// CompleteCreateOp is CompleteCreate as an op (Apply).
+func CompleteCreateOp(intentID string, eni ENI) *Op {
 	if err := checkID("eni", eni.ID); err != nil {
-		return err
+		return failed("CompleteCreate", err)
 	}
 	if err := checkAddrs("eni "+eni.ID, eni.Addresses, eni.Prefixes); err != nil {
-		return err
+		return failed("CompleteCreate", err)
 	}
-	return s.finish(ctx, "CompleteCreate", intentID, IntentCreate, func(v *view, in *Intent, l *ledger) error {
+	return finishOp("CompleteCreate", intentID, IntentCreate, eni.ID, func(v *view, in *Intent, l *ledger) error {
 		e := eni
 		e.InstanceID = cmpOr(e.InstanceID, in.InstanceID)
 		e.SubnetID = cmpOr(e.SubnetID, in.SubnetID)
@@ -144,32 +159,42 @@ func (s *Store) CompleteCreate(ctx context.Context, intentID string, eni ENI) er
 
 // CompleteAttach marks the ENI attached at deviceIndex.
 func (s *Store) CompleteAttach(ctx context.Context, intentID, eniID string, deviceIndex int) error {
+	return s.apply(ctx, CompleteAttachOp(intentID, eniID, deviceIndex))
+}
+
+// CompleteAttachOp is CompleteAttach as an op (Apply).
+func CompleteAttachOp(intentID, eniID string, deviceIndex int) *Op {
 	if deviceIndex < 0 {
-		return fmt.Errorf("attach of eni %s: device index %d: %w", eniID, deviceIndex, rpcerr.ErrInvalid)
+		return failed("CompleteAttach", fmt.Errorf("attach of eni %s: device index %d: %w", eniID, deviceIndex, rpcerr.ErrInvalid))
 	}
-	return s.finish(ctx, "CompleteAttach", intentID, IntentAttach, func(v *view, in *Intent, l *ledger) error {
+	return finishOp("CompleteAttach", intentID, IntentAttach, eniID, func(v *view, in *Intent, l *ledger) error {
 		e, _, err := ownedENI(v, in, eniID, false)
 		if err != nil {
 			return err
 		}
 		e.Status, e.DeviceIndex = ENIAttached, deviceIndex
 		in.DeviceIndex = deviceIndex
-		return v.put(s.key(kindENIs, eniID), &e)
+		return v.put(v.s.key(kindENIs, eniID), &e)
 	})
 }
 
 // CompleteModify closes a ModifyNetworkInterfaceAttribute intent.
 func (s *Store) CompleteModify(ctx context.Context, intentID string) error {
-	return s.finish(ctx, "CompleteModify", intentID, IntentModify, nil)
+	return s.apply(ctx, finishOp("CompleteModify", intentID, IntentModify, "", nil))
 }
 
 // CompleteAssign adds the assigned addresses and prefixes to the ENI record
 // and to the subnet's Attached.
 func (s *Store) CompleteAssign(ctx context.Context, intentID, eniID string, addrs, prefixes []string) error {
+	return s.apply(ctx, CompleteAssignOp(intentID, eniID, addrs, prefixes))
+}
+
+// CompleteAssignOp is CompleteAssign as an op (Apply).
+func CompleteAssignOp(intentID, eniID string, addrs, prefixes []string) *Op {
 	if err := checkAddrs("assign to eni "+eniID, addrs, prefixes); err != nil {
-		return err
+		return failed("CompleteAssign", err)
 	}
-	return s.finish(ctx, "CompleteAssign", intentID, IntentAssign, func(v *view, in *Intent, l *ledger) error {
+	return finishOp("CompleteAssign", intentID, IntentAssign, eniID, func(v *view, in *Intent, l *ledger) error {
 		old, _, err := ownedENI(v, in, eniID, false)
 		if err != nil {
 			return err
@@ -185,7 +210,12 @@ func (s *Store) CompleteAssign(ctx context.Context, intentID, eniID string, addr
 // what the intent named (and so the agent acknowledged) may be removed;
 // empty lists mean all of it.
 func (s *Store) CompleteUnassign(ctx context.Context, intentID, eniID string, addrs, prefixes []string) error {
-	return s.finish(ctx, "CompleteUnassign", intentID, IntentUnassign, func(v *view, in *Intent, l *ledger) error {
+	return s.apply(ctx, CompleteUnassignOp(intentID, eniID, addrs, prefixes))
+}
+
+// CompleteUnassignOp is CompleteUnassign as an op (Apply).
+func CompleteUnassignOp(intentID, eniID string, addrs, prefixes []string) *Op {
+	return finishOp("CompleteUnassign", intentID, IntentUnassign, eniID, func(v *view, in *Intent, l *ledger) error {
 		if len(addrs)+len(prefixes) == 0 {
 			addrs, prefixes = in.Addresses, in.Prefixes
 		}
@@ -210,27 +240,37 @@ func (s *Store) CompleteUnassign(ctx context.Context, intentID, eniID string, ad
 			return err
 		}
 		r.State = ReleaseDone
-		return v.put(s.key(kindReleases, r.ID), &r)
+		return v.put(v.s.key(kindReleases, r.ID), &r)
 	})
 }
 
 // CompleteDetach marks the ENI detached. An ENI without a record (a leak
 // being collected) only closes the intent.
 func (s *Store) CompleteDetach(ctx context.Context, intentID, eniID string) error {
-	return s.finish(ctx, "CompleteDetach", intentID, IntentDetach, func(v *view, in *Intent, l *ledger) error {
+	return s.apply(ctx, CompleteDetachOp(intentID, eniID))
+}
+
+// CompleteDetachOp is CompleteDetach as an op (Apply).
+func CompleteDetachOp(intentID, eniID string) *Op {
+	return finishOp("CompleteDetach", intentID, IntentDetach, eniID, func(v *view, in *Intent, l *ledger) error {
 		e, ok, err := ownedENI(v, in, eniID, true)
 		if err != nil || !ok {
 			return err
 		}
 		e.Status = ENIDetached
-		return v.put(s.key(kindENIs, eniID), &e)
+		return v.put(v.s.key(kindENIs, eniID), &e)
 	})
 }
 
 // CompleteDelete removes the ENI record and subtracts its addresses from the
 // subnet's Attached. An ENI without a record only closes the intent.
 func (s *Store) CompleteDelete(ctx context.Context, intentID, eniID string) error {
-	return s.finish(ctx, "CompleteDelete", intentID, IntentDelete, func(v *view, in *Intent, l *ledger) error {
+	return s.apply(ctx, CompleteDeleteOp(intentID, eniID))
+}
+
+// CompleteDeleteOp is CompleteDelete as an op (Apply).
+func CompleteDeleteOp(intentID, eniID string) *Op {
+	return finishOp("CompleteDelete", intentID, IntentDelete, eniID, func(v *view, in *Intent, l *ledger) error {
 		e, ok, err := ownedENI(v, in, eniID, true)
 		if err != nil || !ok {
 			return err
@@ -238,7 +278,7 @@ func (s *Store) CompleteDelete(ctx context.Context, intentID, eniID string) erro
 		if err := l.attach(e.SubnetID, -e.Weight()); err != nil {
 			return err
 		}
-		v.del(s.key(kindENIs, eniID))
+		v.del(v.s.key(kindENIs, eniID))
 		return nil
 	})
 }
@@ -247,15 +287,21 @@ func (s *Store) CompleteDelete(ctx context.Context, intentID, eniID string) erro
 // not to have happened) and returns the reservation. Failing a failed
 // intent is a no-op; failing a done one is rpcerr.ErrWrongState.
 func (s *Store) FailIntent(ctx context.Context, intentID string, cause error) error {
-	if err := checkID("intent", intentID); err != nil {
-		return err
+	return s.apply(ctx, FailOp(intentID, cause))
+}
+
+// FailOp is FailIntent as an op (Apply).
+func FailOp(intentID string, cause error) *Op {
+	op := &Op{method: "FailIntent"}
+	if op.err = checkID("intent", intentID); op.err != nil {
+		return op
 	}
 	msg := "unknown cause"
 	if cause != nil {
 		msg = cause.Error()
 	}
-	key := s.key(kindIntents, intentID)
-	_, err := s.update(ctx, "FailIntent", []string{key}, nil, func(v *view) error {
+	op.keys = func(s *Store) []string { return []string{s.key(kindIntents, intentID)} }
+	op.decide = func(v *view) error {
 		var in Intent
 		ok, err := get(v, kindIntents, intentID, &in)
 		if err != nil {
@@ -277,9 +323,9 @@ func (s *Store) FailIntent(ctx context.Context, intentID string, cause error) er
 			return err
 		}
 		in.State, in.Error, in.FinishedAt = IntentFailed, msg, time.Now().UTC()
-		return v.put(key, &in)
-	})
-	return err
+		return v.put(v.s.key(kindIntents, intentID), &in)
+	}
+	return op
 }
 
 func cmpOr(a, b string) string {

@@ -61,7 +61,12 @@ func checkGiveUp(v *view, in *Intent, e ENI, recorded bool) error {
 // reply, or EC2 no longer knowing it) only closes the intent and the
 // release.
 func (s *Store) CompleteGiveUp(ctx context.Context, intentID, eniID string) error {
-	return s.finish(ctx, "CompleteGiveUp", intentID, IntentDelete, func(v *view, in *Intent, l *ledger) error {
+	return s.apply(ctx, CompleteGiveUpOp(intentID, eniID))
+}
+
+// CompleteGiveUpOp is CompleteGiveUp as an op (Apply).
+func CompleteGiveUpOp(intentID, eniID string) *Op {
+	return finishOp("CompleteGiveUp", intentID, IntentDelete, eniID, func(v *view, in *Intent, l *ledger) error {
 		if in.ReleaseID == "" {
 			return fmt.Errorf("delete intent %s names no release: %w", in.ID, rpcerr.ErrInvalid)
 		}
@@ -73,7 +78,7 @@ func (s *Store) CompleteGiveUp(ctx context.Context, intentID, eniID string) erro
 			if err := l.attach(e.SubnetID, -e.Weight()); err != nil {
 				return err
 			}
-			v.del(s.key(kindENIs, eniID))
+			v.del(v.s.key(kindENIs, eniID))
 		}
 		var r Release
 		found, err := get(v, kindReleases, in.ReleaseID, &r)
@@ -81,6 +86,6 @@ func (s *Store) CompleteGiveUp(ctx context.Context, intentID, eniID string) erro
 			return err
 		}
 		r.State = ReleaseDone
-		return v.put(s.key(kindReleases, r.ID), &r)
+		return v.put(v.s.key(kindReleases, r.ID), &r)
 	})
 }

@@ -50,59 +50,85 @@ var kindNeedsENI = map[string]struct{ eni, record bool }{
 // Beginning an intent whose ID already exists returns the stored one if it
 // describes the same call (a retried request), rpcerr.ErrInvalid otherwise.
 func (s *Store) BeginIntent(ctx context.Context, in Intent) (Intent, error) {
-	if err := checkIntent(&in); err != nil {
-		return Intent{}, err
+	op := BeginOp(in)
+	err := s.apply(ctx, op)
+	return op.Intent(), err
+}
+
+// BeginOp is BeginIntent as an op, to commit with others (Apply).
+func BeginOp(in Intent) *Op {
+	op := &Op{method: "BeginIntent"}
+	if op.err = checkIntent(&in); op.err != nil {
+		return op
 	}
 	if in.ID == "" {
 		in.ID = newID("int-")
 	}
 	in.State, in.Error, in.FinishedAt = IntentOpen, "", time.Time{}
 	in.CreatedAt = time.Now().UTC()
-	key := s.key(kindIntents, in.ID)
-	out := in
-	wrote := false
-	rev, err := s.update(ctx, "BeginIntent", []string{key}, nil, func(v *view) error {
-		wrote = false
-		var cur Intent
-		ok, err := get(v, kindIntents, in.ID, &cur)
-		if err != nil {
-			return err
+	op.keys = func(s *Store) []string {
+		keys := []string{s.key(kindIntents, in.ID)}
+		if in.ENIID != "" {
+			keys = append(keys, s.key(kindENIs, in.ENIID))
 		}
-		if ok {
-			if cur.Kind != in.Kind || cur.InstanceID != in.InstanceID || cur.ENIID != in.ENIID ||
-				cur.SubnetID != in.SubnetID || cur.Reserved != in.Reserved || cur.ReleaseID != in.ReleaseID {
-				return fmt.Errorf("intent %s already exists for another call: %w", in.ID, rpcerr.ErrInvalid)
-			}
-			out = cur
-			return nil
-		}
-		out, wrote = in, true
-		if err := s.checkIntentTargets(v, &in); err != nil {
-			return err
+		if in.ReleaseID != "" {
+			keys = append(keys, s.key(kindReleases, in.ReleaseID))
 		}
 		if in.Reserved > 0 {
-			l := newLedger(v)
-			sn, err := l.subnet(in.SubnetID)
-			if err != nil {
-				return err
-			}
-			if sn.Available() < in.Reserved {
-				return &rpcerr.BudgetError{SubnetID: sn.ID, Limit: sn.Limit(), Use: sn.Attached + sn.Reserved, Requested: in.Reserved}
-			}
-			sn.Reserved += in.Reserved
-			if err := l.flush(); err != nil {
-				return err
-			}
+			keys = append(keys, s.key(kindSubnets, in.SubnetID))
 		}
-		return v.put(key, &out)
-	})
+		return keys
+	}
+	// fresh: the intent's record is written by this transaction (so its
+	// revision is the one the transaction commits at).
+	fresh := false
+	op.decide = func(v *view) error {
+		var err error
+		op.intent, fresh, err = beginIntent(v, in)
+		return err
+	}
+	op.done = func(rev int64) {
+		if fresh {
+			op.intent.Rev = rev
+		}
+	}
+	return op
+}
+
+// beginIntent decides BeginIntent on v: the intent to return and whether
+// its record is written by this transaction.
+func beginIntent(v *view, in Intent) (Intent, bool, error) {
+	var cur Intent
+	ok, err := get(v, kindIntents, in.ID, &cur)
 	if err != nil {
-		return Intent{}, err
+		return Intent{}, false, err
 	}
-	if wrote {
-		out.Rev = rev
+	if ok {
+		if cur.Kind != in.Kind || cur.InstanceID != in.InstanceID || cur.ENIID != in.ENIID ||
+			cur.SubnetID != in.SubnetID || cur.Reserved != in.Reserved || cur.ReleaseID != in.ReleaseID {
+			return Intent{}, false, fmt.Errorf("intent %s already exists for another call: %w", in.ID, rpcerr.ErrInvalid)
+		}
+		// Rev 0: begun earlier in the same transaction.
+		return cur, cur.Rev == 0, nil
 	}
-	return out, nil
+	if err := v.s.checkIntentTargets(v, &in); err != nil {
+		return Intent{}, false, err
+	}
+	if in.Reserved > 0 {
+		l := newLedger(v)
+		sn, err := l.subnet(in.SubnetID)
+		if err != nil {
+			return Intent{}, false, err
+		}
+		if sn.Available() < in.Reserved {
+			return Intent{}, false, &rpcerr.BudgetError{SubnetID: sn.ID, Limit: sn.Limit(), Use: sn.Attached + sn.Reserved, Requested: in.Reserved}
+		}
+		sn.Reserved += in.Reserved
+		if err := l.flush(); err != nil {
+			return Intent{}, false, err
+		}
+	}
+	return in, true, v.put(v.s.key(kindIntents, in.ID), &in)
 }
 
 // checkIntent validates an intent's fields on their own.

@@ -1,10 +1,12 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,6 +25,11 @@ const maxAttempts = 64
 // all at one etcd revision, plus the writes the attempt decided on. Reading
 // a key or prefix the view doesn't hold records it as wanted and returns
 // errWant; the loop then re-reads with it included.
+//
+// Reads see the attempt's own writes, so several decisions made in one
+// attempt (a batch, see Apply) each see what the ones before them wrote.
+// A key written twice is written once, with its last value: etcd refuses
+// a key twice in one transaction.
 type view struct {
 	s      *Store
 	rev    int64
@@ -30,13 +37,32 @@ type view struct {
 	ranges map[string][]*mvccpb.KeyValue
 	wantK  []string
 	wantR  []string
-	ops    []clientv3.Op
+
+	writes  map[string]write
+	order   []string // written keys, in the order first written
+	journal []undo   // every write, to take back the latest (rollback)
+}
+
+// write is a queued put (kv the value it leaves) or delete (kv nil).
+type write struct {
+	op clientv3.Op
+	kv *mvccpb.KeyValue
+}
+
+// undo is what a write replaced: the key's earlier write, if it had one.
+type undo struct {
+	key  string
+	prev write
+	had  bool
 }
 
 var errWant = errors.New("store: view needs more keys")
 
 // raw returns the stored pair at key, or nil if absent.
 func (v *view) raw(key string) (*mvccpb.KeyValue, error) {
+	if w, ok := v.writes[key]; ok {
+		return w.kv, nil
+	}
 	kv, ok := v.keys[key]
 	if !ok {
 		v.wantK = append(v.wantK, key)
@@ -52,21 +78,84 @@ func (v *view) rawRange(prefix string) ([]*mvccpb.KeyValue, error) {
 		v.wantR = append(v.wantR, prefix)
 		return nil, errWant
 	}
-	return kvs, nil
+	written := false
+	for k := range v.writes {
+		if strings.HasPrefix(k, prefix) {
+			written = true
+			break
+		}
+	}
+	if !written {
+		return kvs, nil
+	}
+	merged := make([]*mvccpb.KeyValue, 0, len(kvs))
+	for _, kv := range kvs {
+		if _, ok := v.writes[string(kv.Key)]; !ok {
+			merged = append(merged, kv)
+		}
+	}
+	for k, w := range v.writes {
+		if strings.HasPrefix(k, prefix) && w.kv != nil {
+			merged = append(merged, w.kv)
+		}
+	}
+	slices.SortFunc(merged, func(a, b *mvccpb.KeyValue) int { return bytes.Compare(a.Key, b.Key) })
+	return merged, nil
 }
 
-// put queues writing r at key.
+// put queues writing r at key. Until committed, the value reads with mod
+// revision 0 (so a record's Rev is 0: written by this attempt).
 func (v *view) put(key string, r record, opts ...clientv3.OpOption) error {
 	val, err := encode(key, r)
 	if err != nil {
 		return err
 	}
-	v.ops = append(v.ops, clientv3.OpPut(key, val, opts...))
+	v.write(key, write{op: clientv3.OpPut(key, val, opts...), kv: &mvccpb.KeyValue{Key: []byte(key), Value: []byte(val)}})
 	return nil
 }
 
 // del queues deleting key.
-func (v *view) del(key string) { v.ops = append(v.ops, clientv3.OpDelete(key)) }
+func (v *view) del(key string) { v.write(key, write{op: clientv3.OpDelete(key)}) }
+
+func (v *view) write(key string, w write) {
+	if v.writes == nil {
+		v.writes = map[string]write{}
+	}
+	prev, had := v.writes[key]
+	v.journal = append(v.journal, undo{key: key, prev: prev, had: had})
+	if !had {
+		v.order = append(v.order, key)
+	}
+	v.writes[key] = w
+}
+
+// savepoint marks the writes queued so far; rollback(savepoint) takes
+// back every write queued after it.
+func (v *view) savepoint() int { return len(v.journal) }
+
+func (v *view) rollback(mark int) {
+	for len(v.journal) > mark {
+		u := v.journal[len(v.journal)-1]
+		v.journal = v.journal[:len(v.journal)-1]
+		if u.had {
+			v.writes[u.key] = u.prev
+			continue
+		}
+		// The key's first write: the latest key in order, since every
+		// write after it was taken back already.
+		delete(v.writes, u.key)
+		v.order = v.order[:len(v.order)-1]
+	}
+}
+
+// ops returns the queued writes, one per key.
+func (v *view) ops() []clientv3.Op {
+	ops := make([]clientv3.Op, 0, len(v.order))
+	for _, k := range v.order {
+		ops = append(ops, v.writes[k].op)
+	}
+	return ops
+}
 
 // get decodes the record at s.key(kind,id) into dst; false if absent.
 func get[P interface {
@@ -194,7 +283,8 @@ func (s *Store) updateN(ctx context.Context, method string, attempts int, keys, 
 		if err != nil {
 			return 0, err
 		}
-		if len(v.ops) == 0 {
+		ops := v.ops()
+		if len(ops) == 0 {
 			return v.rev, nil
 		}
 		cmps := make([]clientv3.Cmp, 0, len(keys)+len(ranges))
@@ -217,7 +307,7 @@ func (s *Store) updateN(ctx context.Context, method string, attempts int, keys, 
 			elseOps = append(elseOps, clientv3.OpGet(fence.Key))
 		}
 		s.countWrite(method)
-		resp, err := s.cli.Txn(ctx).If(cmps...).Then(v.ops...).Else(elseOps...).Commit()
+		resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Else(elseOps...).Commit()
 		if err != nil {
 			return 0, fmt.Errorf("etcd txn (%s): %w", method, err)
 		}

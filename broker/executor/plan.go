@@ -1,12 +1,17 @@
 package executor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/allotnet/allot/broker/planner"
+	"github.com/allotnet/allot/broker/ratelimit"
 	"github.com/allotnet/allot/broker/store"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
@@ -30,25 +35,124 @@ func (e *Engine) plan(rs *runState, snap *snapshot, queued map[string]int64, fre
 	}
 	if len(nodes) > 0 {
 		opt := planner.Options{Policy: e.cfg.PlanPolicy, Buckets: e.buckets(rs)}
-		if opt.Policy == planner.TimeOptimal && anyChoice(nodes) {
+		choice := opt.Policy == planner.TimeOptimal && anyChoice(nodes)
+		if choice {
 			opt.Expected = heldNodes(held.views())
 		}
-		p := planner.MakeWith(nodes, budgets, opt)
-		for _, pn := range nodes {
-			sf, ok := p.Unmet[pn.InstanceID]
-			if !ok {
-				e.unmet.set(pn.InstanceID, nil)
-				continue
-			}
-			e.unmet.set(pn.InstanceID, unmetError(pn, sf, snap.subnets[budgetSubnet(pn, snap)]))
-		}
-		if _, retry := e.carryOut(rs, snap, p, budgets); retry > 0 {
-			wake = minPositive(wake, retry)
+		if w := e.planInParts(rs, snap, nodes, budgets, opt, choice); w > 0 {
+			wake = minPositive(wake, w)
 		}
 	}
 	if w := e.planEarly(rs, snap, &held, budgets, now); w > 0 {
 		wake = minPositive(wake, w)
 	}
+}
+
+// partMin is the fewest nodes a part of a round's plan holds
+// (planInParts).
+const partMin = 32
+
+// planInParts plans the nodes a part at a time, those that want the most
+// first, and queues each part's actions the buckets admit, until the
+// buckets admit no more this round; the nodes left are planned by a later
+// round, when tokens are near again. It returns when to try again (0: no
+// need).
+//
+// During a burst of thousands of nodes the buckets admit a few actions a
+// round, and planning every node's whole demand to keep those few cost
+// each round time in proportion to the cluster. A part is twice the calls
+// the buckets admit now (partMin at least), so one part mostly suffices.
+// The parts are planned as the whole would be: the balance between the
+// kinds of call is struck once over every node (planner.Balanced), each
+// node gets the actions it would get in a plan of all, and the order is
+// the planner's own (the most addresses for waiting pods first, then the
+// largest warm shortfall, ties by InstanceID), so the nodes served first
+// are those a plan of all would have had admitted first. A part's
+// admitted actions come off the budgets before the next part is planned.
+func (e *Engine) planInParts(rs *runState, snap *snapshot, nodes []planner.Node, budgets planner.Budgets, opt planner.Options, choice bool) time.Duration {
+	lim := e.limiter()
+	if lim == nil {
+		_, retry := e.planPart(rs, snap, nodes, budgets, opt)
+		return retry
+	}
+	byNeed(nodes)
+	if choice {
+		opt.Balance = planner.Balanced(nodes, opt)
+	}
+	var wake time.Duration
+	for len(nodes) > 0 {
+		calls, next := e.room(rs)
+		if calls < 1 {
+			return minPositive(wake, next)
+		}
+		k := min(max(2*calls, partMin), len(nodes))
+		_, retry := e.planPart(rs, snap, nodes[:k], budgets, opt)
+		nodes = nodes[k:]
+		if retry > 0 {
+			wake = minPositive(wake, retry)
+		}
+	}
+	return wake
+}
+
+// planPart plans nodes, notes each one's unmet demand, and queues the
+// actions the buckets admit (carryOut).
+func (e *Engine) planPart(rs *runState, snap *snapshot, nodes []planner.Node, budgets planner.Budgets, opt planner.Options) ([]planner.Action, time.Duration) {
+	p := planner.MakeWith(nodes, budgets, opt)
+	for _, pn := range nodes {
+		delete(rs.wanting, pn.InstanceID) // a later change gathers afresh
+		sf, ok := p.Unmet[pn.InstanceID]
+		if !ok {
+			e.unmet.set(pn.InstanceID, nil)
+			continue
+		}
+		e.unmet.set(pn.InstanceID, unmetError(pn, sf, snap.subnets[budgetSubnet(pn, snap)]))
+	}
+	return e.carryOut(rs, snap, p, budgets)
+}
+
+// byNeed sorts nodes in the order a plan of all of them serves them: the
+// most addresses for waiting pods first (net of those in flight), then,
+// among nodes with none waiting, the largest warm shortfall; ties by
+// InstanceID.
+func byNeed(nodes []planner.Node) {
+	need := func(n planner.Node) (urgent, warm int) {
+		in := max(n.InFlight, 0)
+		urgent = max(n.Pending-in, 0)
+		if urgent == 0 {
+			warm = max(max(n.Pending, 0)+max(n.WarmShortfall, 0)-in, 0)
+		}
+		return urgent, warm
+	}
+	slices.SortFunc(nodes, func(a, b planner.Node) int {
+		au, aw := need(a)
+		bu, bw := need(b)
+		return cmp.Or(cmp.Compare(bu, au), cmp.Compare(bw, aw), strings.Compare(a.InstanceID, b.InstanceID))
+	})
+}
+
+// room is how many more actions the buckets would admit now (admit): those
+// of the Assign bucket and the new ENIs the Create and Attach buckets both
+// pay for; and when none would, how long until one token more comes.
+func (e *Engine) room(rs *runState) (int, time.Duration) {
+	lim := e.limiter()
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	var next time.Duration
+	left := func(action string) int {
+		c := ratelimit.ClassOf(action, true)
+		n := int(math.Floor(lim.Tokens(c)+lim.Bucket(c).Refill*e.cfg.Lookahead.Seconds())) - rs.notAsked(c)
+		if r := lim.Bucket(c).Refill; n < 1 && r > 0 {
+			next = minPositive(next, time.Duration(float64(time.Second)/r))
+		}
+		return max(n, 0)
+	}
+	assigns := left(planner.CallAssign)
+	creates := min(left(planner.CallCreate), left(planner.CallAttach))
+	if assigns+creates > 0 {
+		next = 0
+	}
+	return assigns + creates, next
 }
 
 // carryOut queues the plan's actions the buckets admit, takes their cost
@@ -121,7 +225,6 @@ func (e *Engine) plannable(rs *runState, snap *snapshot, free func(string) bool,
 			e.unmet.set(id, nil)
 			continue
 		}
-		delete(rs.wanting, id) // a later change gathers afresh
 		nodes = append(nodes, pn)
 	}
 	return nodes, held, wake

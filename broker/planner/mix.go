@@ -171,6 +171,49 @@ func Mix(nodes []Node, opt Options) Shape {
 	return total
 }
 
+// balance sets the shape of each of states under opt's policy: the fixed
+// ones (Options.Shapes), then, under TimeOptimal, the balance over them and
+// Options.Expected.
+func balance(states []*nodeState, opt Options) {
+	fixShapes(states, opt.Shapes)
+	if opt.Policy == TimeOptimal && opt.Buckets.known() {
+		chooseShapes(withExpected(states, opt.Expected), opt.Buckets)
+	}
+}
+
+// Balance is the shape MakeWith's policy gives each node of a set, struck
+// once over the whole set (Balanced), so that the set can be planned a part
+// at a time (Options.Balance) with every node in the shape it gets when
+// the whole set is planned at once.
+type Balance struct {
+	creates map[string]int // new ENIs filled first, by InstanceID (none: 0)
+}
+
+// Balanced strikes opt's balance over nodes (InstanceIDs unique) and
+// opt.Expected, as MakeWith would over the same nodes. Planned with it,
+// each node of any part of nodes gets the targets, in the same order, that
+// MakeWith gives it over all of nodes; with budgets that cover every part
+// and new ENIs of one subnet each, the parts' actions together are the
+// whole plan's (only their order across parts differs).
+func Balanced(nodes []Node, opt Options) *Balance {
+	_, states := newPlanning(nodes, nil)
+	balance(states, opt)
+	b := &Balance{creates: map[string]int{}}
+	for _, s := range states {
+		if s.creates != 0 {
+			b.creates[s.node.InstanceID] = s.creates
+		}
+	}
+	return b
+}
+
+// apply gives states the shapes the balance chose for them.
+func (b *Balance) apply(states []*nodeState) {
+	for _, s := range states {
+		s.creates = b.creates[s.node.InstanceID]
+	}
+}
+
 // putNewFirst reorders a node's targets so its first s.creates new ENIs
 // are filled before its existing ENIs (most free first), and any further
 // new ENIs after them.

@@ -39,8 +39,10 @@ func Make(nodes []Node, budgets Budgets) Plan {
 // the first nodes of a burst moves as many of them, in proportion, as the
 // whole burst known so far needs, instead of sending all of them to the
 // Assigns the full buckets would pay for. A node given a shape in
-// Options.Shapes is planned in that shape under either policy. Under Naive none of
-// this applies: makeNaive plans each node on its own.
+// Options.Shapes is planned in that shape under either policy. With
+// Options.Balance every node takes the shape struck over the larger set it
+// belongs to, and no balance is struck here. Under Naive none of this
+// applies: makeNaive plans each node on its own.
 //
 // MakeWith is pure and deterministic: the same nodes in any order and the
 // same budgets and options give the same plan. It changes neither its
@@ -50,9 +52,10 @@ func MakeWith(nodes []Node, budgets Budgets, opt Options) Plan {
 		return makeNaive(nodes, budgets)
 	}
 	p, states := newPlanning(nodes, budgets)
-	fixShapes(states, opt.Shapes)
-	if opt.Policy == TimeOptimal && opt.Buckets.known() {
-		chooseShapes(withExpected(states, opt.Expected), opt.Buckets)
+	if opt.Balance != nil {
+		opt.Balance.apply(states)
+	} else {
+		balance(states, opt)
 	}
 	for _, s := range states {
 		putNewFirst(s)

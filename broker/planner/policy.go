@@ -136,4 +136,10 @@ type Options struct {
 	// still gathering): TimeOptimal balances the buckets over it and the
 	// plan's nodes together, and plans it nothing.
 	Expected []Node
+	// Balance, when set, is the balance struck beforehand over a larger
+	// set of nodes (Balanced) that this plan's nodes are part of: each
+	// node is planned in the shape it was given there, and the policy
+	// strikes no balance of its own (Shapes and Expected were Balanced's
+	// to use).
+	Balance *Balance
 }

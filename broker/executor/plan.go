@@ -67,25 +67,37 @@ const partMin = 32
 // node gets the actions it would get in a plan of all, and the order is
 // the planner's own (the most addresses for waiting pods first, then the
 // largest warm shortfall, ties by InstanceID), so the nodes served first
-// are those a plan of all would have had admitted first. A part's
-// admitted actions come off the budgets before the next part is planned.
+// are those a plan of all would have had admitted first. Once one kind of
+// call has no room left, only the nodes the other kind serves
+// (planner.Calls) are planned on. A part's admitted actions come off the
+// budgets before the next part is planned.
 func (e *Engine) planInParts(rs *runState, snap *snapshot, nodes []planner.Node, budgets planner.Budgets, opt planner.Options, choice bool) time.Duration {
 	lim := e.limiter()
 	if lim == nil {
 		_, retry := e.planPart(rs, snap, nodes, budgets, opt)
 		return retry
 	}
-	byNeed(nodes)
+	nodes = byNeed(nodes)
 	if choice {
 		opt.Balance = planner.Balanced(nodes, opt)
 	}
 	var wake time.Duration
 	for len(nodes) > 0 {
-		calls, next := e.room(rs)
-		if calls < 1 {
+		assigns, creates, next := e.room(rs)
+		if assigns < 1 && creates < 1 {
 			return minPositive(wake, next)
 		}
-		k := min(max(2*calls, partMin), len(nodes))
+		if assigns < 1 || creates < 1 {
+			wake = minPositive(wake, next)
+			nodes = slices.DeleteFunc(nodes, func(n planner.Node) bool {
+				assign, create := planner.Calls(n, opt.Balance)
+				return !(assign && assigns > 0 || create && creates > 0)
+			})
+			if len(nodes) == 0 {
+				break
+			}
+		}
+		k := min(max(2*(assigns+creates), partMin), len(nodes))
 		_, retry := e.planPart(rs, snap, nodes[:k], budgets, opt)
 		nodes = nodes[k:]
 		if retry > 0 {
@@ -111,34 +123,43 @@ func (e *Engine) planPart(rs *runState, snap *snapshot, nodes []planner.Node, bu
 	return e.carryOut(rs, snap, p, budgets)
 }
 
-// byNeed sorts nodes in the order a plan of all of them serves them: the
-// most addresses for waiting pods first (net of those in flight), then,
-// among nodes with none waiting, the largest warm shortfall; ties by
+// byNeed returns nodes in the order a plan of all of them serves them:
+// the most addresses for waiting pods first (net of those in flight),
+// then, among nodes with none waiting, the largest warm shortfall; ties by
 // InstanceID.
-func byNeed(nodes []planner.Node) {
-	need := func(n planner.Node) (urgent, warm int) {
-		in := max(n.InFlight, 0)
-		urgent = max(n.Pending-in, 0)
-		if urgent == 0 {
-			warm = max(max(n.Pending, 0)+max(n.WarmShortfall, 0)-in, 0)
-		}
-		return urgent, warm
+func byNeed(nodes []planner.Node) []planner.Node {
+	type need struct {
+		urgent, warm int
+		id           string
+		i            int
 	}
-	slices.SortFunc(nodes, func(a, b planner.Node) int {
-		au, aw := need(a)
-		bu, bw := need(b)
-		return cmp.Or(cmp.Compare(bu, au), cmp.Compare(bw, aw), strings.Compare(a.InstanceID, b.InstanceID))
+	keys := make([]need, len(nodes))
+	for i, n := range nodes {
+		in := max(n.InFlight, 0)
+		k := need{urgent: max(n.Pending-in, 0), id: n.InstanceID, i: i}
+		if k.urgent == 0 {
+			k.warm = max(max(n.Pending, 0)+max(n.WarmShortfall, 0)-in, 0)
+		}
+		keys[i] = k
+	}
+	slices.SortFunc(keys, func(a, b need) int {
+		return cmp.Or(cmp.Compare(b.urgent, a.urgent), cmp.Compare(b.warm, a.warm), strings.Compare(a.id, b.id))
 	})
+	out := make([]planner.Node, len(nodes))
+	for i, k := range keys {
+		out[i] = nodes[k.i]
+	}
+	return out
 }
 
 // room is how many more actions the buckets would admit now (admit): those
-// of the Assign bucket and the new ENIs the Create and Attach buckets both
-// pay for; and when none would, how long until one token more comes.
-func (e *Engine) room(rs *runState) (int, time.Duration) {
+// of the Assign bucket, and the new ENIs the Create and Attach buckets
+// both pay for; and, for a kind with none, how long until one token more
+// comes (the sooner of the two).
+func (e *Engine) room(rs *runState) (assigns, creates int, next time.Duration) {
 	lim := e.limiter()
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	var next time.Duration
 	left := func(action string) int {
 		c := ratelimit.ClassOf(action, true)
 		n := int(math.Floor(lim.Tokens(c)+lim.Bucket(c).Refill*e.cfg.Lookahead.Seconds())) - rs.notAsked(c)
@@ -147,12 +168,9 @@ func (e *Engine) room(rs *runState) (int, time.Duration) {
 		}
 		return max(n, 0)
 	}
-	assigns := left(planner.CallAssign)
-	creates := min(left(planner.CallCreate), left(planner.CallAttach))
-	if assigns+creates > 0 {
-		next = 0
-	}
-	return assigns + creates, next
+	assigns = left(planner.CallAssign)
+	creates = min(left(planner.CallCreate), left(planner.CallAttach))
+	return assigns, creates, next
 }
 
 // carryOut queues the plan's actions the buckets admit, takes their cost

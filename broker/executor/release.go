@@ -35,7 +35,7 @@ func (e *Engine) proposeReleases(ctx context.Context, rs *runState, snap *snapsh
 			continue
 		}
 		e.afterRelease(rs, id, snap.releases[id])
-		p := surplus(n, snap.byNode[id], snap.demands[id], u, e.cfg.ReleaseMargin)
+		p := rs.surplusOf.surplus(n, snap.byNode[id], snap.demands[id], u, e.cfg.ReleaseMargin)
 		if p.Empty() {
 			e.surplusSeen(rs, id, time.Time{})
 			continue

@@ -56,6 +56,9 @@ type runState struct {
 	// intentsRead is when a round last started reading every open intent
 	// (only the round goroutine touches it).
 	intentsRead time.Time
+	// surplusOf is each node's surplus as last worked out (only the round
+	// goroutine touches it).
+	surplusOf surplusMemo
 }
 
 type backoff struct {
@@ -68,17 +71,18 @@ type backoff struct {
 
 func newRunState(cancel context.CancelCauseFunc) *runState {
 	return &runState{
-		cancel:   cancel,
-		q:        newQueue(),
-		kick:     make(chan struct{}, 1),
-		busy:     map[string]int{},
-		mine:     map[string]bool{},
-		ledger:   newLedger(),
-		backoff:  map[string]backoff{},
-		surplus:  map[string]time.Time{},
-		queued:   map[string]int64{},
-		proposed: map[string]string{},
-		wanting:  map[string]time.Time{},
+		cancel:    cancel,
+		q:         newQueue(),
+		kick:      make(chan struct{}, 1),
+		busy:      map[string]int{},
+		mine:      map[string]bool{},
+		ledger:    newLedger(),
+		backoff:   map[string]backoff{},
+		surplus:   map[string]time.Time{},
+		queued:    map[string]int64{},
+		proposed:  map[string]string{},
+		wanting:   map[string]time.Time{},
+		surplusOf: surplusMemo{},
 
 		unstarted: map[ratelimit.Class]int{},
 	}

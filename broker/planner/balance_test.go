@@ -85,3 +85,34 @@ func TestBalancedPartsMatchWhole(t *testing.T) {
 	}
 	t.Logf("%d of 400 plans differ from FewestCalls", moved)
 }
+
+// TestCalls: with budgets that cover everything, Calls names exactly the
+// kinds of call the plan gives each node, in the shape the balance gave it.
+func TestCalls(t *testing.T) {
+	r := rand.New(rand.NewSource(7))
+	for iter := range 200 {
+		nodes, budgets := randomCluster(r, 1+r.Intn(30))
+		for i := range nodes {
+			nodes[i].InstanceID = fmt.Sprintf("i-%03d", i)
+		}
+		for _, s := range []string{"subnet-a", "subnet-b", "subnet-c"} {
+			budgets[s] = 1 << 40
+		}
+		opt := Options{Policy: TimeOptimal, Buckets: randomBuckets(r)}
+		bal := Balanced(nodes, opt)
+		p := MakeWith(nodes, budgets, opt)
+		for _, n := range nodes {
+			var assign, create bool
+			for _, a := range p.Actions {
+				if a.InstanceID == n.InstanceID {
+					assign = assign || a.Kind == Assign
+					create = create || a.Kind == CreateAttach
+				}
+			}
+			if ga, gc := Calls(n, bal); ga != assign || gc != create {
+				t.Fatalf("iteration %d, %s: Calls says assign %v, create %v; the plan %v, %v\n%s",
+					iter, n.InstanceID, ga, gc, assign, create, fmtActions(p.Actions))
+			}
+		}
+	}
+}

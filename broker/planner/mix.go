@@ -214,6 +214,35 @@ func (b *Balance) apply(states []*nodeState) {
 	}
 }
 
+// Calls says which kinds of call a plan gives node n, in the shape b gave
+// it (nil: none): an Assign to an ENI it has, a new ENI. It follows the
+// node's targets as planning fills them when budgets are no constraint;
+// with a budget short, a plan may skip a target whose subnet cannot pay
+// and use one Calls did not count.
+func Calls(n Node, b *Balance) (assign, create bool) {
+	s := newNodeState(&n, 0)
+	if b != nil {
+		s.creates = b.creates[n.InstanceID]
+	}
+	putNewFirst(s)
+	left := s.totalSlots
+	for _, t := range s.targets {
+		if left <= 0 {
+			break
+		}
+		if t.capacity <= 0 {
+			continue
+		}
+		if t.isNew {
+			create = true
+		} else {
+			assign = true
+		}
+		left -= t.capacity
+	}
+	return assign, create
+}
+
 // putNewFirst reorders a node's targets so its first s.creates new ENIs
 // are filled before its existing ENIs (most free first), and any further
 // new ENIs after them.

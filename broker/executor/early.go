@@ -198,14 +198,10 @@ func fittest(options []planner.Shape, spend planner.Shape) (planner.Shape, bool)
 // shape. When none can, the demands still gathering change nothing in a
 // plan of them (the balance moves only nodes with a choice, and those get
 // no action), so their view need not be built: with secondary IPs a
-// burst's nodes each have one shape.
-func anyChoice(nodes []planner.Node) bool {
-	for _, n := range nodes {
-		if len(planner.Shapes(n)) > 1 {
-			return true
-		}
-	}
-	return false
+// burst's nodes each have one shape. m keeps each node's answer between
+// rounds (nil: none kept).
+func anyChoice(nodes []planner.Node, m nodeMemo) bool {
+	return slices.ContainsFunc(nodes, m.hasChoice)
 }
 
 // heldNodes is the planner's view of the held demands.

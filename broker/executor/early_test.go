@@ -86,10 +86,10 @@ func TestAnyChoice(t *testing.T) {
 		return planner.Node{InstanceID: "i-1", SubnetID: "subnet-a", Mode: mode, Limits: c5, Pending: 46,
 			ENIs: []planner.ENI{{ID: "eni-1", SubnetID: "subnet-a", Primary: true}}}
 	}
-	if !anyChoice([]planner.Node{node(planner.SecondaryIP), node(planner.Prefix)}) {
+	if !anyChoice([]planner.Node{node(planner.SecondaryIP), node(planner.Prefix)}, nil) {
 		t.Error("a prefix node: no choice")
 	}
-	if anyChoice([]planner.Node{node(planner.SecondaryIP)}) {
+	if anyChoice([]planner.Node{node(planner.SecondaryIP)}, nil) {
 		t.Error("a secondary-IP node needing all four ENIs: a choice")
 	}
 }

@@ -35,7 +35,7 @@ func (e *Engine) plan(rs *runState, snap *snapshot, queued map[string]int64, fre
 	}
 	if len(nodes) > 0 {
 		opt := planner.Options{Policy: e.cfg.PlanPolicy, Buckets: e.buckets(rs)}
-		choice := opt.Policy == planner.TimeOptimal && anyChoice(nodes)
+		choice := opt.Policy == planner.TimeOptimal && anyChoice(nodes, rs.nodes)
 		if choice {
 			opt.Expected = heldNodes(held.views())
 		}
@@ -314,7 +314,8 @@ func minPositive(a, b time.Duration) time.Duration {
 }
 
 // plannerNode builds the planner's view of one node, or says what is
-// missing for it.
+// missing for it. The view without its demand is kept between rounds
+// (nodeMemo) and built again only when the node's records changed.
 func (e *Engine) plannerNode(rs *runState, snap *snapshot, n store.Node, d store.Demand) (planner.Node, string) {
 	lim, ok := e.inst.Limits(n)
 	if !ok {
@@ -326,6 +327,29 @@ func (e *Engine) plannerNode(rs *runState, snap *snapshot, n store.Node, d store
 	if _, ok := snap.subnets[n.SubnetID]; !ok {
 		return planner.Node{}, fmt.Sprintf("subnet %s not yet known", n.SubnetID)
 	}
+	enis := snap.byNode[n.InstanceID]
+	keep := memoable(snap, n, lim)
+	pn, ok := planner.Node{}, false
+	if keep {
+		pn, ok = rs.nodes.get(n, enis, lim)
+	}
+	if !ok {
+		var why string
+		if pn, why = e.nodeView(snap, n, enis, lim); why != "" {
+			return planner.Node{}, why
+		}
+		if keep {
+			rs.nodes.put(n, enis, lim, pn)
+		}
+	}
+	pn.Pending, pn.WarmShortfall = d.Pending, d.WarmShortfall
+	pn.InFlight = e.inFlight(rs, snap, n.InstanceID, d)
+	return pn, ""
+}
+
+// nodeView is the planner's view of node n, of ENIs enis and limits lim,
+// without its demand, or what is missing for it.
+func (e *Engine) nodeView(snap *snapshot, n store.Node, enis []store.ENI, lim planner.Limits) (planner.Node, string) {
 	if _, ok := snap.primary(n.InstanceID); !ok {
 		return planner.Node{}, "primary ENI not yet known"
 	}
@@ -336,12 +360,9 @@ func (e *Engine) plannerNode(rs *runState, snap *snapshot, n store.Node, d store
 		Mode:           mode(n.Mode),
 		Limits:         lim,
 		MaxENIs:        n.MaxENIs,
-		Pending:        d.Pending,
-		WarmShortfall:  d.WarmShortfall,
-		InFlight:       e.inFlight(rs, snap, n.InstanceID, d),
 		FillNewENIs:    n.WarmIPTarget == 0 && n.MinimumIPTarget == 0,
 	}
-	for _, x := range snap.byNode[n.InstanceID] {
+	for _, x := range enis {
 		if !x.Primary && x.Status != store.ENIAttached {
 			continue
 		}

@@ -59,6 +59,9 @@ type runState struct {
 	// surplusOf is each node's surplus as last worked out (only the round
 	// goroutine touches it).
 	surplusOf surplusMemo
+	// nodes is each node's planner view as last built (only the round
+	// goroutine touches it).
+	nodes nodeMemo
 }
 
 type backoff struct {
@@ -83,6 +86,7 @@ func newRunState(cancel context.CancelCauseFunc) *runState {
 		proposed:  map[string]string{},
 		wanting:   map[string]time.Time{},
 		surplusOf: surplusMemo{},
+		nodes:     nodeMemo{},
 
 		unstarted: map[ratelimit.Class]int{},
 	}

@@ -28,8 +28,13 @@ func (c limitedEC2) Limiter() *ratelimit.Limiter { return c.lim }
 // waiting and its warm target short by 14, stated long enough ago to be
 // planned; the buckets hold no token.
 func burstState(nodes int) (*Engine, *snapshot) {
-	// The limiter's clock stands still: every round sees the same tokens.
-	lim := ratelimit.New(ratelimit.Config{Share: 1, TimeScale: 5, Clock: ratelimittest.NewManualClock(time.Now())})
+	return burstStateAt(nodes, ratelimittest.NewManualClock(time.Now()))
+}
+
+// burstStateAt is burstState with the limiter on clk: the buckets refill
+// only as the test advances it.
+func burstStateAt(nodes int, clk *ratelimittest.ManualClock) (*Engine, *snapshot) {
+	lim := ratelimit.New(ratelimit.Config{Share: 1, TimeScale: 5, Clock: clk})
 	for _, a := range []string{planner.CallAssign, planner.CallCreate, planner.CallAttach, planner.CallModify} {
 		lim.Drain(ratelimit.ClassOf(a, true))
 	}

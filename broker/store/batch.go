@@ -9,9 +9,10 @@ import (
 // MaxBatch is the most ops Apply commits in one transaction. etcd refuses
 // a transaction of more than 128 compares or 128 operations (its
 // --max-txn-ops default), and an op reads and writes at most four keys
-// (its intent, ENI, release and subnet): 30 ops stay under that even when
-// each names a subnet of its own, with the fence's compare besides.
-const MaxBatch = 30
+// (its intent, ENI, release and subnet), five if ReadsSubnet named the
+// wrong subnet: 25 ops stay under that even when each names a subnet of
+// its own, with the fence's compare besides.
+const MaxBatch = 25
 
 // Op is one intent write (BeginIntent, a Complete*, FailIntent) made ready
 // to commit, alone or with others in one transaction (Apply). Build it

@@ -12,7 +12,8 @@ import (
 // TestTracesReachACollector runs the broker, the agents and the CNI plugin
 // with the standard OpenTelemetry environment pointing at an in-process
 // OTLP collector (the plugin reads the runtime's environment, here the
-// test's), makes pods need new ENIs, and finds in what the collector
+// test's, to turn its tracing on, and hands its spans to the agent, which
+// exports them), makes pods need new ENIs, and finds in what the collector
 // received: each agent's CNI ADD spans, the broker's EC2 actions each with
 // the EC2 calls it made as children and linked to the SetDemand call whose
 // demand it answers — and one waiting ADD's whole story in one trace: the

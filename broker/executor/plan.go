@@ -82,12 +82,16 @@ func (e *Engine) planInParts(rs *runState, snap *snapshot, nodes []planner.Node,
 		opt.Balance = planner.Balanced(nodes, opt)
 	}
 	var wake time.Duration
+	filtered := false
 	for len(nodes) > 0 {
 		assigns, creates, next := e.room(rs)
 		if assigns < 1 && creates < 1 {
 			return minPositive(wake, next)
 		}
-		if assigns < 1 || creates < 1 {
+		// Room only shrinks within a round: the nodes left are sorted
+		// out once, when the first kind runs out.
+		if (assigns < 1 || creates < 1) && !filtered {
+			filtered = true
 			wake = minPositive(wake, next)
 			nodes = slices.DeleteFunc(nodes, func(n planner.Node) bool {
 				assign, create := planner.Calls(n, opt.Balance)

@@ -22,7 +22,6 @@ import (
 	"github.com/allotnet/allot/cni/plugin/otlp"
 	"github.com/allotnet/allot/internal/telemetry/telemetrytest"
 	"github.com/allotnet/allot/internal/telemetry/traceconf"
-	"github.com/allotnet/allot/internal/telemetry/tracing"
 )
 
 // tracedNode is a node whose runtime runs the plugin with tracing on (the
@@ -41,15 +40,7 @@ func tracedNode(t *testing.T, n *node, endpoint string) *bytes.Buffer {
 // to its collector: the command's span, service "allot", with the call to
 // the agent under it.
 func TestSpansReachTheAgentsCollector(t *testing.T) {
-	rcv, err := telemetrytest.NewReceiver()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rcv.Close()
-	tr, err := tracing.NewTracing(t.Context(), traceconf.TraceConfig{Endpoint: rcv.Endpoint(), Insecure: true, ServiceName: "allot-agent"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rcv, tr := telemetrytest.AgentTracing(t)
 	defer tr.Shutdown(context.Background()) //nolint:errcheck // the test reads the collector, not this
 	b := cniservertest.NewBackend(addrs(2)...)
 	n := &node{backend: b, agent: cniservertest.ServeSpans(t, b, tr.Forwarder()), queueDir: filepath.Join(t.TempDir(), "q")}

@@ -51,15 +51,7 @@ func pluginSpans(name string) []*tracepb.ResourceSpans {
 // collector with their own resource, beside the process's own spans, and
 // Shutdown sends what is still queued.
 func TestForwarderSharesTheExporter(t *testing.T) {
-	rcv, err := telemetrytest.NewReceiver()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rcv.Close()
-	tr, err := tracing.NewTracing(t.Context(), traceconf.TraceConfig{Endpoint: rcv.Endpoint(), Insecure: true, ServiceName: "allot-agent"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rcv, tr := telemetrytest.AgentTracing(t)
 	_, own := tr.Provider().Tracer("t").Start(t.Context(), "own")
 	own.End()
 	f := tr.Forwarder()

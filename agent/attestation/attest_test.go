@@ -10,12 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/allotnet/allot/agent/identity"
-	"github.com/allotnet/allot/awssim/imds"
-	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/allotnet/allot/agent/identity"
+	"github.com/allotnet/allot/awssim/imds"
+	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 
 type source struct{ md imds.Metadata }

@@ -15,12 +15,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/allotnet/allot/agent/identity"
-	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
+
+	"github.com/allotnet/allot/agent/identity"
+	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 
 // AuthClient is the broker's AuthService as the agent calls it.

@@ -1,20 +1,14 @@
 package burst
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
 	"time"
 
-	"github.com/allotnet/allot/agent/daemon"
 	"github.com/allotnet/allot/awssim"
-	"github.com/allotnet/allot/awssim/throttle"
-	"github.com/allotnet/allot/bench/lowerbound"
 	"github.com/allotnet/allot/broker/ec2client"
 	"github.com/allotnet/allot/broker/planner"
 	"github.com/allotnet/allot/broker/ratelimit"
@@ -43,313 +37,52 @@ func subnetsFor(cfg Config) int {
 }
 
 // runVariant runs one burst against a fresh awssim (and, for allot, a fresh
-// broker), and tears everything down.
-func runVariant(ctx context.Context, cfg Config, v Variant, work string) (res Result, err error) {
-	res = cfg.emptyResult(v)
-	progress := func(format string, args ...any) {
-		if cfg.Progress != nil {
-			fmt.Fprintf(cfg.Progress, "[%s] "+format+"\n", append([]any{v.Name()}, args...)...)
-		}
-	}
+// broker), and tears everything down. Its steps are variantRun's methods,
+// in the order they run; each fills its part of the result, which is
+// returned as far as it got when a step fails.
+func runVariant(ctx context.Context, cfg Config, v Variant, work string) (Result, error) {
+	r := &variantRun{cfg: cfg, v: v, work: work, res: cfg.emptyResult(v)}
+	defer r.stop()
 	setupStart := time.Now()
-	cloud, err := startCloud(ctx, cfg, CloudConfig{
-		Nodes: cfg.Nodes, InstanceType: cfg.InstanceType, Subnets: subnetsFor(cfg), TimeScale: cfg.TimeScale, Seed: cfg.Seed,
-		Semantics:   throttle.Semantics{SharedDescribe: cfg.SharedDescribe, DiscreteRefill: cfg.DiscreteRefill},
-		BucketScale: v.cloudBucketScale() * cfg.accountScale(),
-	})
-	if err != nil {
-		return res, err
+	if err := r.startCloud(ctx); err != nil {
+		return r.res, err
 	}
-	defer cloud.stop()
-	insts, err := cloud.admin.Instances(ctx)
-	if err != nil {
-		return res, err
-	}
-	if len(insts) != cfg.Nodes {
-		return res, fmt.Errorf("awssim launched %d instances, want %d", len(insts), cfg.Nodes)
-	}
-	limits, err := typeLimits(ctx, cloud.ec2, cfg.InstanceType)
-	if err != nil {
-		return res, err
-	}
-	if v.Mode == daemon.ModePrefix && !limits.PrefixCapable {
-		return res, fmt.Errorf("instance type %s takes no /28 prefixes", cfg.InstanceType)
-	}
-
 	// Nodes are measured from before they start to the end of the burst.
 	runtime.GC()
 	debug.FreeOSMemory()
 	_ = ResetPeakRSS()
 	rssBefore := SelfProcStats().RSSBytes
-
-	var f fleet
-	var af *allotFleet
-	var ipf *ipamdFleet
-	var cf *ciliumFleet
-	var broker *brokerHandle
-	var etcdProc *etcdHandle
-	switch v.System {
-	case SystemAllot:
-		etcdDir, err := os.MkdirTemp("", "allot-burst-etcd-")
-		if err != nil {
-			return res, err
-		}
-		defer os.RemoveAll(etcdDir)
-		pkiDir := filepath.Join(etcdDir, "pki")
-		idPEM, err := cloud.admin.identityCertificate(ctx)
-		if err != nil {
-			return res, err
-		}
-		if err := writePKI(pkiDir, idPEM); err != nil {
-			return res, err
-		}
-		var etcdEndpoint string
-		if cfg.SeparateEtcd {
-			if etcdProc, err = startEtcdHandle(ctx, cfg, EtcdChildConfig{DataDir: filepath.Join(etcdDir, "etcd"), Fsync: cfg.EtcdFsync}); err != nil {
-				return res, err
-			}
-			defer etcdProc.stop()
-			etcdEndpoint = etcdProc.endpoint
-		}
-		broker, err = startBrokerHandle(ctx, cfg, BrokerConfig{
-			DataDir: etcdDir, EtcdEndpoint: etcdEndpoint, EC2Endpoint: cloud.ec2, Share: v.brokerShare() * cfg.accountScale(), TimeScale: cfg.TimeScale, PlanPolicy: cmp.Or(v.Policy, cfg.PlanPolicy),
-			Fsync: cfg.EtcdFsync, Reconciler: true, CPUProfile: profilePath(cfg.BrokerCPUProfile, v),
-			PKIDir: pkiDir, ReleaseAfter: cfg.ReleaseAfter,
-		})
-		if err != nil {
-			return res, err
-		}
-		defer broker.stop()
-		if af, err = newAllotFleet(ctx, cfg, v.Mode, broker.addr, filepath.Join(work, "nodes"), pkiDir); err != nil {
-			return res, err
-		}
-		defer af.stop()
-		f = af
-	case SystemIPAMD:
-		if ipf, err = newIPAMDFleet(ctx, cfg, v, cloud.ec2); err != nil {
-			return res, err
-		}
-		defer ipf.stop()
-		f = ipf
-	case SystemCilium:
-		if cf, err = newCiliumFleet(ctx, cfg, v, cloud.ec2); err != nil {
-			return res, err
-		}
-		defer cf.stop()
-		f = cf
-	default:
-		return res, fmt.Errorf("system %q: unknown", v.System)
+	if err := r.startFleet(ctx); err != nil {
+		return r.res, err
 	}
-	// Nodes join in batches, each warm before the next joins, as a cluster
-	// grows; the burst comes once all are in.
-	early := len(insts) - v.Profile.lateNodes(len(insts))
-	dropped := map[string]error{}
-	for i := 0; i < early; i += cfg.JoinBatch {
-		if err := joinSome(ctx, f, insts[i:min(i+cfg.JoinBatch, early)], dropped, len(insts)); err != nil {
-			return res, err
-		}
-		if err := waitWarm(ctx, cfg, f, cfg.Deadline, progress); err != nil {
-			return res, err
-		}
+	if err := r.joinAll(ctx, setupStart); err != nil {
+		return r.res, err
 	}
-	if len(dropped) > 0 {
-		insts, early = withoutDropped(insts, early, dropped)
-		res.Nodes, res.Pods = len(insts), len(insts)*cfg.PodsPerNode
-		res.Problems = append(res.Problems, droppedProblems(dropped)...)
-		progress("%d nodes did not join and are left out of the burst", len(dropped))
+	r.res.SetupWall = time.Since(setupStart).Seconds()
+	if err := r.floors(ctx); err != nil {
+		return r.res, err
 	}
-	progress("%d nodes joined and warm in %.1fs", early, time.Since(setupStart).Seconds())
-	if cfg.IdleWindow > 0 && broker != nil {
-		if res.Idle, err = measureIdle(ctx, cfg, broker); err != nil {
-			return res, err
-		}
-		progress("idle: %.1f etcd writes/s, %.1f revisions/s (simulated seconds)", res.Idle.WritesPerSec, res.Idle.RevisionsPerSec)
-	}
-	if err := waitBucketsFull(ctx, cfg, cloud.admin, broker); err != nil {
-		return res, err
-	}
-	res.SetupWall = time.Since(setupStart).Seconds()
-
-	// The burst window starts here.
-	enis, err := cloud.admin.ENIs(ctx)
+	w, err := r.burst(ctx)
 	if err != nil {
-		return res, err
+		return r.res, err
 	}
-	instSubnet := subnetsOf(insts)
-	plan := idealPlan(v.Mode, limits, cfg.PodsPerNode, instSubnet, enis, true)
-	res.Minimum = lowerbound.MinCalls(plan)
-	lbShare := v.boundShare() * cfg.accountScale()
-	// The bound is for placing the pods; the warm top-up after the last
-	// pod is in the minimum calls but not in the time.
-	podsOnly := idealPlan(v.Mode, limits, cfg.PodsPerNode, instSubnet, enis, false)
-	arrival := v.Profile.lastArrival(len(insts), cfg.PodsPerNode)
-	res.LowerBoundSim = max(lowerBound(lowerbound.MinCalls(podsOnly), lbShare), arrival).Seconds()
-	podNodes, _ := idealNodes(v.Mode, limits, cfg.PodsPerNode, instSubnet, enis, false)
-	optimal, _ := lowerbound.TimeOptimal(podNodes, lbShare, 1)
-	res.TimeOptimalBoundSim = max(optimal, arrival).Seconds()
-	if len(plan.Unmet) > 0 {
-		res.Problems = append(res.Problems, fmt.Sprintf("the planner cannot meet %d nodes' demand (%v)", len(plan.Unmet), anyUnmet(plan)))
+	if err := r.settle(ctx, w); err != nil {
+		return r.res, err
 	}
-	if setup, err := cloud.admin.Counters(ctx); err == nil {
-		res.SetupDescribeInstances = setup["DescribeInstances"].Calls
+	r.res.AgentPeakRSS = (w.nodesEnd.PeakRSSBytes - rssBefore) / int64(len(r.insts))
+	if err := r.report(ctx, w); err != nil {
+		return r.res, err
 	}
-	if err := cloud.admin.ResetCounters(ctx); err != nil {
-		return res, err
-	}
-	if v.Tenant > 0 {
-		// The other tool starts with the burst: the worst moment for a
-		// broker that has not been told about it.
-		if err := cloud.admin.SetTenant(ctx, v.Tenant); err != nil {
-			return res, err
-		}
-	}
-	var bStart BrokerStats
-	if broker != nil {
-		if bStart, err = broker.stats(ctx); err != nil {
-			return res, err
-		}
-	}
-	cloudStart, _ := procOf(cloud.pid)
-	terms := []floorTerm{{by: "arrivals", sim: arrival}}
-	var actionsBefore []int64
-	var opCallsBefore int64
-	if ipf != nil {
-		actionsBefore = ipf.poolActions()
-	}
-	if cf != nil {
-		opCallsBefore = cf.op.Calls()
-	}
-	nodesStart := SelfProcStats()
-	progress("burst: %d pods on %d nodes; lower bound %.1fs simulated", res.Pods, len(insts), res.LowerBoundSim)
-
-	pods, fails, took, joinErr := burst(ctx, cfg, v.Profile, f, insts[early:], func(placed int, elapsed time.Duration) {
-		c, _ := cloud.admin.Counters(ctx)
-		var calls, thr int64
-		for _, x := range c {
-			calls += x.Calls
-			thr += x.Throttled
-		}
-		progress("%6.1fs sim: %d/%d pods placed, %d EC2 calls, %d throttled", cfg.simOf(elapsed).Seconds(), placed, res.Pods, calls, thr)
-	})
-
-	if joinErr != nil {
-		res.Problems = append(res.Problems, "join during the burst: "+joinErr.Error())
-	}
-	nodesEnd := SelfProcStats()
-	cloudEnd, _ := procOf(cloud.pid)
-	if ipf != nil {
-		terms = append(terms, loopTerm("ipamd's 5 s pool loop", 5*time.Second, actionsBefore, ipf.poolActions()))
-	}
-	if cf != nil {
-		terms = append(terms, cf.limiterTerm(cf.op.Calls()-opCallsBefore))
-	}
-	var bBurst BrokerStats
-	if broker != nil {
-		if bBurst, err = broker.stats(ctx); err != nil {
-			return res, err
-		}
-	}
-	// The calls are counted until the warm pools are topped up again: that
-	// is the end state the minimum is planned for.
-	if err := waitWarm(ctx, cfg, f, 2*time.Minute, progress); err != nil {
-		if ctx.Err() != nil {
-			return res, err
-		}
-		res.WarmShortAfter, res.WarmShortDetail = f.warmMissing(), f.describeMissing()
-	}
-	if broker != nil {
-		if err := waitPlannedCalls(ctx, cfg, cloud.admin, broker, bStart); err != nil {
-			return res, err
-		}
-	}
-	if err := waitQuiet(ctx, cfg, cloud.admin); err != nil {
-		return res, err
-	}
-	res.NodesCPU = nodesEnd.CPUSeconds - nodesStart.CPUSeconds
-	res.AgentPeakRSS = (nodesEnd.PeakRSSBytes - rssBefore) / int64(len(insts))
-	res.CloudCPU = cloudEnd.CPUSeconds - cloudStart.CPUSeconds
-	if cloud.pid == 0 {
-		res.CloudCPU = 0
-	}
-	counters, err := cloud.admin.Counters(ctx)
-	if err != nil {
-		return res, err
-	}
-	res.Calls, res.Errors = map[string]int64{}, map[string]int64{}
-	throttled := map[string]int64{}
-	for a, c := range counters {
-		res.Calls[a] = c.Calls
-		res.Throttled += c.Throttled
-		throttled[a] = c.Throttled
-		if c.Errors > 0 {
-			res.Errors[a] = c.Errors
-		}
-	}
-	own, by := ownFloor(res.Calls, throttled, lbShare, terms...)
-	res.OwnFloorSim, res.OwnFloorBy = own.Seconds(), by
-	res.CallsAtMinimum = atMinimum(res.Calls, res.Minimum)
-	if v.Tenant > 0 {
-		if st, err := cloud.admin.Throttle(ctx); err == nil {
-			for _, n := range st.TenantTaken {
-				res.TenantTokens += n
-			}
-		}
-	}
-	res.FailedAdds = fails
-
-	podFigures(cfg, &res, pods, took)
-
-	endENIs, err := cloud.admin.ENIs(ctx)
-	if err != nil {
-		return res, err
-	}
-	res.Problems = append(res.Problems, checkAddresses(pods, insts, endENIs)...)
-
-	switch {
-	case af != nil:
-		res.HotPathBrokerCalls = af.hotCalls.Load()
-		for _, e := range af.hostnetFailures() {
-			res.Problems = append(res.Problems, "hostnet: "+e.Error())
-		}
-		bEnd, err := broker.stats(ctx)
-		if err != nil {
-			return res, err
-		}
-		res.Planned = diffCalls(bEnd.Planned, bStart.Planned)
-		roundFigures(&res, bStart.Engine, bBurst.Engine)
-		res.EtcdWritesByMethod = map[string]int64{}
-		for m, n := range bEnd.Writes {
-			if d := n - bStart.Writes[m]; d > 0 {
-				res.EtcdWritesByMethod[m] = d
-				res.EtcdWrites += d
-			}
-		}
-		res.EtcdWritesPerPod = float64(res.EtcdWrites) / float64(res.Pods)
-		if broker.pid != 0 {
-			res.BrokerCPU = bBurst.Proc.CPUSeconds - bStart.Proc.CPUSeconds
-			res.BrokerCores = res.BrokerCPU / took.Seconds()
-			res.BrokerCPUTotal = bEnd.Proc.CPUSeconds
-			res.BrokerPeakRSS = bEnd.Proc.PeakRSSBytes
-			res.BrokerMem = &bEnd.Mem
-		}
-		if etcdProc != nil {
-			if es, err := PidProcStats(etcdProc.pid); err == nil {
-				res.EtcdPeakRSS, res.EtcdCPUTotal = es.PeakRSSBytes, es.CPUSeconds
-			}
-		}
-	case ipf != nil:
-		res.BaselineErrors = ipf.errors()
-		res.BaselineRestarts = ipf.restarts.Load()
-	}
-	progress("done: %d/%d placed, completion %.1fs simulated (%.2f x bound), %d throttled",
+	res := r.res
+	r.progress("done: %d/%d placed, completion %.1fs simulated (%.2f x bound), %d throttled",
 		res.Placed, res.Pods, res.CompletionSim, res.Ratio, res.Throttled)
-	if cfg.UpDown != nil && af != nil {
+	if cfg.UpDown != nil && r.af != nil {
 		var udErr error
-		res.UpDown, udErr = runUpDown(ctx, upDownEnv{cfg: cfg, admin: cloud.admin, fleet: af, broker: broker,
-			insts: insts, limits: limits, share: lbShare, pods: pods}, progress)
-		return res, udErr
+		r.res.UpDown, udErr = runUpDown(ctx, upDownEnv{cfg: cfg, admin: r.cloud.admin, fleet: r.af, broker: r.broker,
+			insts: r.insts, limits: r.limits, share: r.lbShare, pods: w.pods}, r.progress)
+		return r.res, udErr
 	}
-	return res, nil
+	return r.res, nil
 }
 
 // podFigures fills the per-pod figures: completion, its ratio to the

@@ -30,6 +30,14 @@ type MemPeaks struct {
 	Mapped  int64 `json:"runtime_mapped_bytes"`
 	RSSAnon int64 `json:"rss_anon_bytes"`
 	RSSFile int64 `json:"rss_file_bytes"`
+	// GCCPU is the CPU the garbage collector has used since the process
+	// started (/cpu/classes/gc/total, an estimate the runtime keeps) and
+	// CPU all the process's Go code and collector together
+	// (/cpu/classes/total minus idle); GCCycles the collections. Totals,
+	// not peaks: their latest values.
+	GCCPU    float64 `json:"gc_cpu_s"`
+	CPU      float64 `json:"go_cpu_s"`
+	GCCycles int64   `json:"gc_cycles"`
 }
 
 // memSampler keeps a process's MemPeaks.
@@ -56,6 +64,8 @@ func (m *memSampler) run(ctx context.Context, every time.Duration) {
 var runtimeMetrics = []string{
 	"/gc/heap/live:bytes", "/gc/heap/goal:bytes", "/memory/classes/heap/stacks:bytes",
 	"/sched/goroutines:goroutines", "/memory/classes/total:bytes", "/memory/classes/heap/released:bytes",
+	"/cpu/classes/gc/total:cpu-seconds", "/cpu/classes/total:cpu-seconds", "/cpu/classes/idle:cpu-seconds",
+	"/gc/cycles/total:gc-cycles",
 }
 
 func (m *memSampler) sample() {
@@ -70,7 +80,14 @@ func (m *memSampler) sample() {
 		}
 		return int64(s[i].Value.Uint64())
 	}
-	now := MemPeaks{HeapLive: v(0), HeapGoal: v(1), Stacks: v(2), Goroutines: v(3), Mapped: v(4) - v(5)}
+	f := func(i int) float64 {
+		if s[i].Value.Kind() != metrics.KindFloat64 {
+			return 0
+		}
+		return s[i].Value.Float64()
+	}
+	now := MemPeaks{HeapLive: v(0), HeapGoal: v(1), Stacks: v(2), Goroutines: v(3), Mapped: v(4) - v(5),
+		GCCPU: f(6), CPU: f(7) - f(8), GCCycles: v(9)}
 	st := procStatus("self", "RssAnon:", "RssFile:")
 	now.RSSAnon, now.RSSFile = st["RssAnon:"], st["RssFile:"]
 	m.mu.Lock()
@@ -90,6 +107,7 @@ func (p MemPeaks) max(q MemPeaks) MemPeaks {
 		HeapLive: max(p.HeapLive, q.HeapLive), HeapGoal: max(p.HeapGoal, q.HeapGoal),
 		Stacks: max(p.Stacks, q.Stacks), Goroutines: max(p.Goroutines, q.Goroutines),
 		Mapped: max(p.Mapped, q.Mapped), RSSAnon: max(p.RSSAnon, q.RSSAnon), RSSFile: max(p.RSSFile, q.RSSFile),
+		GCCPU: max(p.GCCPU, q.GCCPU), CPU: max(p.CPU, q.CPU), GCCycles: max(p.GCCycles, q.GCCycles),
 	}
 }
 

@@ -109,6 +109,11 @@ type MemMiB struct {
 	Mapped     float64 `json:"runtime_mapped_mib"`
 	RSSAnon    float64 `json:"rss_anon_mib"`
 	RSSFile    float64 `json:"rss_file_mib"`
+	// GCCPU and CPU are the broker's collector's CPU seconds and all its
+	// Go code's, over its life; GCCycles its collections.
+	GCCPU    float64 `json:"gc_cpu_s"`
+	CPU      float64 `json:"go_cpu_s"`
+	GCCycles int64   `json:"gc_cycles"`
 }
 
 func memMiB(p *burst.MemPeaks) *MemMiB {
@@ -118,6 +123,7 @@ func memMiB(p *burst.MemPeaks) *MemMiB {
 	return &MemMiB{
 		HeapLive: mib(p.HeapLive), HeapGoal: mib(p.HeapGoal), Stacks: mib(p.Stacks), Goroutines: p.Goroutines,
 		Mapped: mib(p.Mapped), RSSAnon: mib(p.RSSAnon), RSSFile: mib(p.RSSFile),
+		GCCPU: p.GCCPU, CPU: p.CPU, GCCycles: p.GCCycles,
 	}
 }
 
@@ -218,4 +224,7 @@ func (f Figures) writeMemory(w io.Writer) {
 		fmt.Fprintf(w, "%-34s %12.1f %12s\n", r.name, r.v, "")
 	}
 	fmt.Fprintf(w, "%-34s %12d %12s\n", "  broker goroutines, peak", m.Goroutines, "")
+	fmt.Fprintf(w, "%-34s %12s %12s\n", "  broker GC CPU s / all Go CPU s",
+		fmt.Sprintf("%.1f/%.1f", m.GCCPU, m.CPU), "")
+	fmt.Fprintf(w, "%-34s %12d %12s\n", "  broker collections", m.GCCycles, "")
 }

@@ -52,14 +52,16 @@ func TestFromResultTargets(t *testing.T) {
 // table gives its RSS beside the broker's and the broker's memory by kind.
 func TestEtcdApart(t *testing.T) {
 	r := burst.Result{Nodes: 10, Pods: 300, Placed: 300, Status: burst.StatusOK, BrokerPeakRSS: 300 << 20,
-		BrokerMem: &burst.MemPeaks{HeapLive: 100 << 20, HeapGoal: 200 << 20, Stacks: 30 << 20, Goroutines: 4000, Mapped: 250 << 20}}
+		BrokerMem: &burst.MemPeaks{HeapLive: 100 << 20, HeapGoal: 200 << 20, Stacks: 30 << 20, Goroutines: 4000, Mapped: 250 << 20,
+			GCCPU: 1.5, CPU: 10, GCCycles: 42}}
 	f := FromResult(r, DefaultTargets, "")
 	if f.Etcd != EtcdEmbedded || f.EtcdRSSMiB != 0 {
 		t.Errorf("no etcd measured apart: etcd %q, %g MiB; want embedded", f.Etcd, f.EtcdRSSMiB)
 	}
 	var b bytes.Buffer
 	f.WriteTable(&b)
-	for _, want := range []string{"embedded in the broker", "broker live heap, peak (MiB) 100.0", "broker goroutines, peak 4000"} {
+	for _, want := range []string{"embedded in the broker", "broker live heap, peak (MiB) 100.0", "broker goroutines, peak 4000",
+		"broker GC CPU s / all Go CPU s 1.5/10.0", "broker collections 42"} {
 		if !hasLine(b.String(), want) {
 			t.Errorf("embedded: table lacks %q:\n%s", want, b.String())
 		}

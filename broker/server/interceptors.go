@@ -46,6 +46,7 @@ func serverOptions(log *slog.Logger, unary []grpc.UnaryServerInterceptor, stream
 		// borrowed from a pool for each flush.
 		grpc.ReadBufferSize(ConnBufferSize),
 		grpc.WriteBufferSize(ConnBufferSize),
+		grpc.HeaderTableSize(HeaderTableSize),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
 			MinTime: KeepaliveMinTime, PermitWithoutStream: true,
 		}),
@@ -82,6 +83,17 @@ const MaxRecvMsgSize = 1 << 20
 // write buffer every connection borrows while it writes. A TLS connection
 // has no read buffer of gRPC's own (TLS).
 const ConnBufferSize = 4 << 10
+
+// HeaderTableSize bounds the table of header fields each client may have
+// the broker remember for its connection (HTTP/2's header compression),
+// instead of the protocol's default 4 KiB. Every call an agent makes adds
+// fields that change from call to call (its deadline, its trace context),
+// so the table fills to whatever size it may take and holds it for the
+// connection's life: 3.4 KiB for every node, 17 MiB of heap at 5,000 nodes.
+// 1 KiB still holds the fields that stay (the method, the agent's token)
+// between one call's changing fields and the next; a field that was pushed
+// out is sent in full again, a few hundred bytes.
+const HeaderTableSize = 1 << 10
 
 // TLS is the server options that serve over TLS with cfg: the
 // credentials, and no read buffer of gRPC's own. TLS already holds every

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"os"
 	"time"
 )
@@ -24,8 +23,7 @@ func Call(ctx context.Context, socket string, hello time.Duration, req Request) 
 			return nil, Errorf(DeadlineExceeded, "no time left for the call")
 		}
 	}
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", socket)
+	conn, err := dial(socket, deadline)
 	if err != nil {
 		return nil, Errorf(Unavailable, "connect to the agent at %s: %v", socket, err)
 	}
@@ -37,9 +35,7 @@ func Call(ctx context.Context, socket string, hello time.Duration, req Request) 
 	if hasDeadline && deadline.Before(helloBy) {
 		helloBy = deadline
 	}
-	if err := conn.SetDeadline(helloBy); err != nil {
-		return nil, Errorf(Unavailable, "agent connection: %v", err)
-	}
+	conn.SetDeadline(helloBy)
 	if _, err := conn.Write(AppendRequest([]byte(Preamble), req)); err != nil {
 		return nil, Errorf(Unavailable, "send the call to the agent at %s: %v", socket, err)
 	}
@@ -50,9 +46,7 @@ func Call(ctx context.Context, socket string, hello time.Duration, req Request) 
 	if string(pre[:]) != Preamble {
 		return nil, Errorf(Unavailable, "the agent at %s does not speak this plugin's protocol (is it older than the plugin?)", socket)
 	}
-	if err := conn.SetDeadline(deadline); err != nil { // zero: none
-		return nil, Errorf(Unavailable, "agent connection: %v", err)
-	}
+	conn.SetDeadline(deadline) // zero: none
 	p, err := ReadFrame(conn)
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):

@@ -335,8 +335,16 @@ func (l *Linux) routeFreshPod(c PodConfig, idx int) error {
 }
 
 // routeOwner names the interface the main table routes addr/32 through,
-// or "" if there is no such route.
+// or "" if there is no such route. It first asks the kernel which route a
+// packet to addr takes (one lookup, whatever the number of pods): when the
+// lookup ends in the main table its answer is exact, since the main
+// table's longest match for addr is addr/32 if it has that route. A lookup
+// that ends in another table (a rule ahead of main) or fails falls back to
+// listing the main table's routes to addr.
 func (l *Linux) routeOwner(addr netip.Addr) (string, error) {
+	if owner, ok := l.lookupOwner(addr); ok {
+		return owner, nil
+	}
 	routes, err := retryDump(func() ([]netlink.Route, error) {
 		return l.nl.RouteListFiltered(unix.AF_INET, &netlink.Route{Dst: host32(addr), Table: mainTable},
 			netlink.RT_FILTER_DST|netlink.RT_FILTER_TABLE)
@@ -355,6 +363,28 @@ func (l *Linux) routeOwner(addr netip.Addr) (string, error) {
 		return link.Attrs().Name, nil
 	}
 	return "", nil
+}
+
+// lookupOwner is routeOwner by the kernel's route lookup for addr (the
+// route it matched, not one made for addr); ok is false when the lookup
+// cannot say.
+func (l *Linux) lookupOwner(addr netip.Addr) (owner string, ok bool) {
+	routes, err := l.nl.RouteGetWithOptions(addr.AsSlice(), &netlink.RouteGetOptions{FIBMatch: true})
+	if err != nil || len(routes) != 1 || routes[0].Table != mainTable {
+		return "", false
+	}
+	r := routes[0]
+	if r.Dst == nil || !r.Dst.IP.Equal(addr.AsSlice()) {
+		return "", true
+	}
+	if ones, bits := r.Dst.Mask.Size(); ones != 32 || bits != 32 {
+		return "", true
+	}
+	link, err := l.nl.LinkByIndex(r.LinkIndex)
+	if err != nil {
+		return "", false
+	}
+	return link.Attrs().Name, true
 }
 
 // mainHostRoutes lists the main table's /32 routes.

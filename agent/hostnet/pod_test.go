@@ -351,6 +351,46 @@ func TestSetupPodRefusesAddressOfAnotherPod(t *testing.T) {
 	}
 }
 
+// TestRouteOwnerBehindAnotherRule: the owner of an address is found by the
+// kernel's lookup when it ends in the main table, and by listing the main
+// table when a rule ahead of main sends the lookup elsewhere.
+func TestRouteOwnerBehindAnotherRule(t *testing.T) {
+	n := newTestNode(t)
+	n.setupENIs()
+	a := n.addPod("pa", "10.0.0.20", 0)
+	free := netip.MustParseAddr("10.0.0.99")
+	check := func(when string, byLookup bool) {
+		t.Helper()
+		if _, ok := n.net.lookupOwner(a.cfg.Address); ok != byLookup {
+			t.Errorf("%s: answered by the lookup: %v, want %v", when, ok, byLookup)
+		}
+		if owner, err := n.net.routeOwner(a.cfg.Address); err != nil || owner != a.res.HostVeth {
+			t.Errorf("%s: owner of %s: %q, %v; want %s", when, a.cfg.Address, owner, err, a.res.HostVeth)
+		}
+		if owner, err := n.net.routeOwner(free); err != nil || owner != "" {
+			t.Errorf("%s: owner of %s: %q, %v; want none", when, free, owner, err)
+		}
+	}
+	check("lookup ending in main", true)
+
+	host, err := n.node.NL.LinkByName(a.res.HostVeth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustRoute(t, n.node.NL, &netlink.Route{LinkIndex: host.Attrs().Index, Table: 777, Scope: netlink.SCOPE_LINK,
+		Dst: &net.IPNet{IP: net.IPv4zero.To4(), Mask: net.CIDRMask(0, 32)}})
+	rule := netlink.NewRule()
+	rule.Family, rule.Priority, rule.Table = unix.AF_INET, 100, 777
+	if err := n.node.NL.RuleAdd(rule); err != nil {
+		t.Fatal(err)
+	}
+	check("lookup ending in another table", false)
+	_, cfg := n.podConfig("thief", "10.0.0.20", 0)
+	if _, err := n.net.SetupPod(cfg); !errors.Is(err, ErrAddressInUse) {
+		t.Fatalf("SetupPod with a taken address behind another rule: %v, want ErrAddressInUse", err)
+	}
+}
+
 // TestSetupPodReplacesUnpairedVeth: a host veth with the attachment's name
 // whose peer is not the pod's interface (an interrupted earlier attempt) is
 // replaced, and a pod interface that is not ours is never taken over.

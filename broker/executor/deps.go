@@ -55,7 +55,9 @@ type Intents interface {
 // Releases is the broker's side of the release handshake: propose, and
 // once the agent acknowledged, finish (or cancel).
 type Releases interface {
-	ProposeRelease(ctx context.Context, r store.Release) (store.Release, error)
+	// ProposeReleases proposes several releases, a few to a
+	// transaction; errs says which were refused and why.
+	ProposeReleases(ctx context.Context, rels []store.Release) (out []store.Release, errs []error, err error)
 	ListReleases(ctx context.Context, instanceID string) ([]store.Release, error)
 	FinishRelease(ctx context.Context, id string) error
 	CancelRelease(ctx context.Context, id string) error

@@ -214,6 +214,9 @@ type Engine struct {
 	// refreshing is set while the open intents are being read in full
 	// (refreshIntents); publishers waits for that too.
 	refreshing atomic.Bool
+	// proposing is set while a round's release proposals are being
+	// written (proposeReleases); publishers waits for that too.
+	proposing atomic.Bool
 	// written is the revision of the engine's own latest write: a round
 	// waits for the view to reach it (not other writers' later ones).
 	written store.WriteMark

@@ -118,27 +118,18 @@ func (e *Engine) buckets(rs *runState) planner.Buckets {
 }
 
 // tokensSpare reports whether the tokens in hand, less those committed to
-// admitted actions not yet asked, would pay two calls for every idle node
-// with pods waiting: one for its demand as it stands and one for what its
-// pods still to come may add. Then gathering a demand buys nothing, and it
+// admitted actions not yet asked, would pay two calls for each of the
+// waiting idle nodes with pods waiting: one for its demand as it stands
+// and one for what its pods still to come may add. Then gathering a demand buys nothing, and it
 // costs the pods the gather: the call the gather would save comes from
 // tokens no one else needs now. When the buckets are the constraint (a
 // burst larger than the tokens in hand) it reports false and demands
 // gather as before. An Assign or a new ENI (its Create and its Attach)
 // each serves a node, so both count. Against an EC2 client that shows no
 // limiter it reports false.
-func (e *Engine) tokensSpare(rs *runState, snap *snapshot, free func(string) bool) bool {
+func (e *Engine) tokensSpare(rs *runState, waiting int) bool {
 	lim := e.limiter()
-	if lim == nil {
-		return false
-	}
-	waiting := 0
-	for _, n := range snap.nodes {
-		if snap.demands[n.InstanceID].Pending > 0 && free(n.InstanceID) {
-			waiting++
-		}
-	}
-	if waiting == 0 {
+	if lim == nil || waiting == 0 {
 		return false
 	}
 	rs.mu.Lock()

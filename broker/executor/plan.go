@@ -82,33 +82,52 @@ func (e *Engine) planInParts(rs *runState, snap *snapshot, nodes []planner.Node,
 		opt.Balance = planner.Balanced(nodes, opt)
 	}
 	var wake time.Duration
-	filtered := false
+	var serves func(planner.Node) bool
 	for len(nodes) > 0 {
 		assigns, creates, next := e.room(rs)
 		if assigns < 1 && creates < 1 {
 			return minPositive(wake, next)
 		}
-		// Room only shrinks within a round: the nodes left are sorted
-		// out once, when the first kind runs out.
-		if (assigns < 1 || creates < 1) && !filtered {
-			filtered = true
+		// Room only shrinks within a round: once the first kind runs out,
+		// only the nodes the other kind serves are planned on, sorted out
+		// as the parts need them.
+		if (assigns < 1 || creates < 1) && serves == nil {
 			wake = minPositive(wake, next)
-			nodes = slices.DeleteFunc(nodes, func(n planner.Node) bool {
+			serves = func(n planner.Node) bool {
 				assign, create := planner.Calls(n, opt.Balance)
-				return !(assign && assigns > 0 || create && creates > 0)
-			})
-			if len(nodes) == 0 {
-				break
+				return assign && assigns > 0 || create && creates > 0
 			}
 		}
-		k := min(max(2*(assigns+creates), partMin), len(nodes))
-		_, retry := e.planPart(rs, snap, nodes[:k], budgets, opt)
-		nodes = nodes[k:]
+		k := max(2*(assigns+creates), partMin)
+		var part []planner.Node
+		part, nodes = takePart(nodes, k, serves)
+		if len(part) == 0 {
+			break
+		}
+		_, retry := e.planPart(rs, snap, part, budgets, opt)
 		if retry > 0 {
 			wake = minPositive(wake, retry)
 		}
 	}
 	return wake
+}
+
+// takePart returns the first k of nodes that serves keeps (nil: all), and
+// the nodes after the last one looked at.
+func takePart(nodes []planner.Node, k int, serves func(planner.Node) bool) (part, rest []planner.Node) {
+	if serves == nil {
+		k = min(k, len(nodes))
+		return nodes[:k], nodes[k:]
+	}
+	for i, n := range nodes {
+		if len(part) == k {
+			return part, nodes[i:]
+		}
+		if serves(n) {
+			part = append(part, n)
+		}
+	}
+	return part, nil
 }
 
 // planPart plans nodes, notes each one's unmet demand, and queues the
@@ -146,8 +165,14 @@ func byNeed(nodes []planner.Node) []planner.Node {
 		}
 		keys[i] = k
 	}
+	// Nodes come in InstanceID order (the snapshot's): then a tie goes by
+	// position, without comparing the IDs again.
+	byID := slices.IsSortedFunc(nodes, func(a, b planner.Node) int { return strings.Compare(a.InstanceID, b.InstanceID) })
 	slices.SortFunc(keys, func(a, b need) int {
-		return cmp.Or(cmp.Compare(b.urgent, a.urgent), cmp.Compare(b.warm, a.warm), strings.Compare(a.id, b.id))
+		if c := cmp.Or(cmp.Compare(b.urgent, a.urgent), cmp.Compare(b.warm, a.warm)); c != 0 || byID {
+			return cmp.Or(c, cmp.Compare(a.i, b.i))
+		}
+		return strings.Compare(a.id, b.id)
 	})
 	out := make([]planner.Node, len(nodes))
 	for i, k := range keys {
@@ -217,18 +242,13 @@ func actionSubnet(a planner.Action, snap *snapshot) string {
 // is still gathering; and wake, when the next one of those settles (0:
 // none).
 func (e *Engine) plannable(rs *runState, snap *snapshot, free func(string) bool, now time.Time) (nodes []planner.Node, held gatheringSet, wake time.Duration) {
-	spare := e.tokensSpare(rs, snap, free)
-	for _, n := range snap.nodes {
+	wanting, waiting := e.wanting(rs, snap, free)
+	spare := e.tokensSpare(rs, waiting)
+	nodes = make([]planner.Node, 0, len(wanting))
+	for _, i := range wanting {
+		n := snap.nodes[i]
 		id := n.InstanceID
 		d := snap.demands[id]
-		if d.Pending+d.WarmShortfall <= 0 {
-			delete(rs.wanting, id)
-			e.unmet.set(id, nil)
-			continue
-		}
-		if !free(id) {
-			continue
-		}
 		if wait := e.gathering(rs, id, d, now, spare); wait > 0 {
 			wake = minPositive(wake, wait)
 			held.list = append(held.list, gatheringDemand{n: n, d: d, settles: wait})
@@ -250,6 +270,32 @@ func (e *Engine) plannable(rs *runState, snap *snapshot, free func(string) bool,
 		nodes = append(nodes, pn)
 	}
 	return nodes, held, wake
+}
+
+// wanting walks the nodes once: those that want addresses and are idle
+// (their places in snap.nodes), and how many of them have pods waiting. A
+// node that wants none has nothing unmet and gathers afresh when it next
+// does.
+func (e *Engine) wanting(rs *runState, snap *snapshot, free func(string) bool) (out []int, waiting int) {
+	var met []string
+	for i := range snap.nodes {
+		id := snap.nodes[i].InstanceID
+		d := snap.demands[id]
+		if d.Pending+d.WarmShortfall <= 0 {
+			delete(rs.wanting, id)
+			met = append(met, id)
+			continue
+		}
+		if !free(id) {
+			continue
+		}
+		if d.Pending > 0 {
+			waiting++
+		}
+		out = append(out, i)
+	}
+	e.unmet.clear(met)
+	return out, waiting
 }
 
 // queueActions schedules each planned action as a task of its node.

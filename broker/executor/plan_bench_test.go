@@ -1,8 +1,11 @@
 package executor
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -95,6 +98,53 @@ func BenchmarkPlanRound(b *testing.B) {
 				planned = rs.q.items.Len()
 			}
 			b.ReportMetric(float64(planned), "actions/round")
+		})
+	}
+}
+
+// BenchmarkRoundWalk times a round's planning and release proposals in
+// the middle of a burst at 5,000 nodes while workers take the run state's
+// lock as their calls do, with whether each node is idle asked under that
+// lock node by node (as rounds did) or read once (notIdle).
+func BenchmarkRoundWalk(b *testing.B) {
+	for _, once := range []bool{false, true} {
+		b.Run(map[bool]string{false: "per-node", true: "once"}[once], func(b *testing.B) {
+			e, snap := burstState(5000)
+			memo := nodeMemo{}
+			stop := make(chan struct{})
+			var workers sync.WaitGroup
+			rs := newRunState(func(error) {})
+			for range 8 {
+				workers.Go(func() {
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						rs.mu.Lock()
+						rs.busy["i-worker"]++
+						rs.mu.Unlock()
+						runtime.Gosched()
+					}
+				})
+			}
+			b.ResetTimer()
+			for range b.N {
+				rs.nodes, rs.wanting = memo, map[string]time.Time{}
+				now := e.cfg.Clock.Now()
+				free := func(n string) bool { return rs.idle(n, now) }
+				if once {
+					notIdle := rs.notIdle(now)
+					free = func(n string) bool { return !notIdle[n] }
+				}
+				e.plan(rs, snap, nil, free, now)
+				e.proposeReleases(context.Background(), rs, snap, free, now, false)
+				rs.q = newQueue()
+			}
+			b.StopTimer()
+			close(stop)
+			workers.Wait()
 		})
 	}
 }

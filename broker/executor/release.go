@@ -20,10 +20,28 @@ import (
 // A report older than the last release is safe to read: what that release
 // took is no longer on an attached ENI, so surplus counts it out of the
 // stated excess.
-func (e *Engine) proposeReleases(ctx context.Context, rs *runState, snap *snapshot, free func(string) bool, now time.Time) {
-	for _, n := range snap.nodes {
+//
+// The proposals are written in the background (writeProposals): after a
+// burst thousands of nodes come due at once, and a round that waited for
+// each write held up planning for seconds. mayPropose is false when the
+// last round's proposals were still being written as this round's snapshot
+// was taken: the snapshot may not show them, so this round proposes none,
+// and leaves the writer's notes (rs.proposed) alone.
+func (e *Engine) proposeReleases(ctx context.Context, rs *runState, snap *snapshot, free func(string) bool, now time.Time, mayPropose bool) {
+	var due []store.Release
+	for i := range snap.nodes {
+		n := &snap.nodes[i]
 		id := n.InstanceID
-		if !free(id) || len(snap.open[id]) > 0 {
+		if !free(id) {
+			continue
+		}
+		if d := snap.demands[id]; d.Pending > 0 || d.WarmShortfall > 0 {
+			// A node that wants addresses has none to spare (surplus),
+			// and its surplus, if any comes, starts its wait afresh.
+			e.surplusSeen(rs, id, time.Time{})
+			continue
+		}
+		if len(snap.open[id]) > 0 {
 			continue
 		}
 		u, ok := snap.usage[id]
@@ -34,31 +52,50 @@ func (e *Engine) proposeReleases(ctx context.Context, rs *runState, snap *snapsh
 		if openRelease(snap.releases[id]) {
 			continue
 		}
-		e.afterRelease(rs, id, snap.releases[id])
-		p := rs.surplusOf.surplus(n, snap.byNode[id], snap.demands[id], u, e.cfg.ReleaseMargin)
+		if mayPropose {
+			e.afterRelease(rs, id, snap.releases[id])
+		}
+		p := rs.surplusOf.surplus(*n, snap.byNode[id], snap.demands[id], u, e.cfg.ReleaseMargin)
 		if p.Empty() {
 			e.surplusSeen(rs, id, time.Time{})
 			continue
 		}
 		since := e.surplusSeen(rs, id, now)
-		if now.Sub(since) < e.cfg.ReleaseAfter {
+		if now.Sub(since) < e.cfg.ReleaseAfter || !mayPropose {
 			continue
 		}
-		r, err := e.st.ProposeRelease(ctx, store.Release{
+		due = append(due, store.Release{
 			InstanceID: id, ENIID: p.ENIID, State: store.ReleaseProposed,
 			Addresses: p.Addresses, Prefixes: p.Prefixes, CreatedAt: now,
 		})
-		if err != nil {
-			e.stopIfDeposed(rs, err)
-			e.log.Warn("proposing release", "instance", id, "eni", p.ENIID, "err", err)
+	}
+	if len(due) > 0 && e.proposing.CompareAndSwap(false, true) {
+		e.publishers.Go(func() {
+			defer e.proposing.Store(false)
+			e.writeProposals(ctx, rs, due)
+		})
+	}
+}
+
+// writeProposals records the proposals, several to a transaction, and
+// notes each one recorded as its node's last (afterRelease).
+func (e *Engine) writeProposals(ctx context.Context, rs *runState, due []store.Release) {
+	out, errs, err := e.st.ProposeReleases(ctx, due)
+	for i, r := range out {
+		if errs[i] != nil || r.Rev == 0 {
+			if errs[i] != nil {
+				e.log.Warn("proposing release", "instance", due[i].InstanceID, "eni", due[i].ENIID, "err", errs[i])
+			}
 			continue
 		}
-		rs.mu.Lock()
-		rs.proposed[id] = r.ID
-		rs.mu.Unlock()
+		rs.proposed[r.InstanceID] = r.ID
 		e.count(func(s *Stats) { s.Proposed++ })
-		e.log.Info("release proposed", "instance", id, "release", r.ID, "eni", p.ENIID,
-			"addresses", len(p.Addresses), "prefixes", len(p.Prefixes))
+		e.log.Info("release proposed", "instance", r.InstanceID, "release", r.ID, "eni", r.ENIID,
+			"addresses", len(r.Addresses), "prefixes", len(r.Prefixes))
+	}
+	if err != nil && ctx.Err() == nil {
+		e.stopIfDeposed(rs, err)
+		e.log.Warn("proposing releases", "count", len(due), "err", err)
 	}
 }
 
@@ -69,8 +106,6 @@ func (e *Engine) proposeReleases(ctx context.Context, rs *runState, snap *snapsh
 // whose free addresses cannot be given back yet is not asked again every
 // round.
 func (e *Engine) afterRelease(rs *runState, node string, rels []store.Release) {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
 	last, ok := rs.proposed[node]
 	if !ok {
 		return
@@ -87,8 +122,6 @@ func (e *Engine) afterRelease(rs *runState, node string, rels []store.Release) {
 // surplusSeen records when a node's surplus was first seen (zero clears it)
 // and returns that time.
 func (e *Engine) surplusSeen(rs *runState, node string, now time.Time) time.Time {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
 	if now.IsZero() {
 		delete(rs.surplus, node)
 		return now

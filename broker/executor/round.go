@@ -29,6 +29,8 @@ func (e *Engine) round(ctx context.Context, rs *runState) error {
 	// Read before the snapshot: an action begun after this read is counted
 	// here or in the snapshot's reservations, maybe both, never neither.
 	queued := rs.queuedCost()
+	// Proposals still being written may be missing from the snapshot.
+	mayPropose := !e.proposing.Load()
 	now := e.cfg.Clock.Now()
 	// The view follows the intents; the mirror read in full serves only
 	// a round that cannot plan from the view.
@@ -59,9 +61,15 @@ func (e *Engine) round(ctx context.Context, rs *runState) error {
 	e.quarantine(snap)
 	held := e.upkeep(ctx, rs, snap, free, now)
 	ph.mark(phaseUpkeep)
-	e.plan(rs, snap, queued, func(n string) bool { return free(n) && !held[n] }, now)
+	// Planning and proposals ask about every node with demand or excess:
+	// whether each is idle is read once, after upkeep queued its tasks.
+	// Planning asks about each node once, and a node it queues an action
+	// for has demand, which proposals pass by.
+	notIdle := rs.notIdle(now)
+	planFree := func(n string) bool { return !busyBefore[n] && !notIdle[n] && !held[n] }
+	e.plan(rs, snap, queued, planFree, now)
 	ph.mark(phasePlan)
-	e.proposeReleases(ctx, rs, snap, func(n string) bool { return free(n) && !held[n] }, now)
+	e.proposeReleases(ctx, rs, snap, planFree, now, mayPropose)
 	e.publishStatus(ctx, rs, snap.statusIDs())
 	ph.mark(phaseRelease)
 	return nil
@@ -136,6 +144,7 @@ func (e *Engine) upkeep(ctx context.Context, rs *runState, snap *snapshot, free 
 		}
 		for _, x := range snap.byNode[id] {
 			switch {
+			case x.Status != store.ENICreated && x.Status != store.ENIDetached:
 			case x.Primary || snap.openENI[x.ID]:
 			case x.Status == store.ENICreated:
 				held[id] = true

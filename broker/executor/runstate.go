@@ -32,14 +32,10 @@ type runState struct {
 
 	mu sync.Mutex // guards the fields below
 
-	busy    map[string]int       // node -> tasks queued or running
-	mine    map[string]bool      // open intents owned by a running task
-	backoff map[string]backoff   // node -> left alone until
-	surplus map[string]time.Time // node -> first seen with a surplus
-	// proposed is each node's last release proposal while its surplus
-	// keeps its age (afterRelease).
-	proposed map[string]string
-	queued   map[string]int64 // subnet -> cost of planned actions not yet begun
+	busy    map[string]int     // node -> tasks queued or running
+	mine    map[string]bool    // open intents owned by a running task
+	backoff map[string]backoff // node -> left alone until
+	queued  map[string]int64   // subnet -> cost of planned actions not yet begun
 	// unstarted counts admitted actions whose first call has not yet
 	// asked its bucket for a token, by that bucket.
 	unstarted map[ratelimit.Class]int
@@ -62,6 +58,13 @@ type runState struct {
 	// nodes is each node's planner view as last built (only the round
 	// goroutine touches it).
 	nodes nodeMemo
+	// surplus is when each node was first seen with a surplus (only the
+	// round goroutine touches it).
+	surplus map[string]time.Time
+	// proposed is each node's last release proposal while its surplus
+	// keeps its age (afterRelease). The proposals' writer adds to it while
+	// Engine.proposing is set; the round reads it only when it is not.
+	proposed map[string]string
 }
 
 type backoff struct {
@@ -273,6 +276,25 @@ func (rs *runState) idle(node string, now time.Time) bool {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	return rs.busy[node] == 0 && !now.Before(rs.backoff[node].until)
+}
+
+// notIdle is the nodes that are not idle now (idle), read under one
+// lock: a round asks about each of thousands of nodes, and each asking
+// under the lock the workers take at every step of their calls made the
+// round wait on them.
+func (rs *runState) notIdle(now time.Time) map[string]bool {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	out := make(map[string]bool, len(rs.busy)+len(rs.backoff))
+	for n := range rs.busy {
+		out[n] = true
+	}
+	for n, b := range rs.backoff {
+		if now.Before(b.until) {
+			out[n] = true
+		}
+	}
+	return out
 }
 
 // busyNodes is the nodes with a task queued or running.

@@ -113,6 +113,16 @@ func (u *unmetBook) set(node string, err error) {
 	u.log.Info("demand unmet", "instance", node, "reason", err)
 }
 
+// clear is set(node, nil) for each of nodes, under one lock.
+func (u *unmetBook) clear(nodes []string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, n := range nodes {
+		delete(u.unmet, n)
+		delete(u.reported, n)
+	}
+}
+
 func reasonKey(err error) string {
 	var be *rpcerr.BudgetError
 	if errors.As(err, &be) {

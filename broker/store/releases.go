@@ -4,10 +4,11 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 )
 
 // ProposeRelease records that the broker wants r's addresses and prefixes
@@ -15,6 +16,46 @@ import (
 // which must belong to r.InstanceID (rpcerr.ErrNotOwner), and none may be in
 // another open release. Nothing is taken back until the agent acknowledges.
 func (s *Store) ProposeRelease(ctx context.Context, r Release) (Release, error) {
+	out, errs, err := s.ProposeReleases(ctx, []Release{r})
+	if err != nil {
+		return Release{}, err
+	}
+	if errs[0] != nil {
+		return Release{}, errs[0]
+	}
+	return out[0], nil
+}
+
+// releaseBatch is the most proposals one transaction holds: each compares
+// its ENI's record and puts its release, well within etcd's 128 operations
+// a transaction.
+const releaseBatch = 25
+
+// ProposeReleases proposes several releases, each checked as ProposeRelease
+// checks it, up to releaseBatch in one transaction: every proposal would
+// otherwise read every release record on its own (the check that no
+// address is in two open releases), and a broker proposing for thousands of
+// nodes after a burst would read them thousands of times. A proposal that
+// fails its checks gets its error in errs (same index) and is left out; the
+// others are recorded. err is a failure of the transaction itself: then
+// proposals of that batch and later ones have no result.
+func (s *Store) ProposeReleases(ctx context.Context, rels []Release) (out []Release, errs []error, err error) {
+	out, errs = make([]Release, len(rels)), make([]error, len(rels))
+	for i := range rels {
+		out[i], errs[i] = newRelease(rels[i])
+	}
+	for lo := 0; lo < len(rels); lo += releaseBatch {
+		hi := min(lo+releaseBatch, len(rels))
+		if err := s.proposeBatch(ctx, out[lo:hi], errs[lo:hi]); err != nil {
+			return out, errs, err
+		}
+	}
+	return out, errs, nil
+}
+
+// newRelease checks a proposal's own fields and gives it its ID, state and
+// time.
+func newRelease(r Release) (Release, error) {
 	if err := checkID("release: node", r.InstanceID); err != nil {
 		return Release{}, err
 	}
@@ -31,49 +72,94 @@ func (s *Store) ProposeRelease(ctx context.Context, r Release) (Release, error) 
 	r.State, r.AckedAddrs, r.AckedPfx = ReleaseProposed, nil, nil
 	r.Addresses, r.Prefixes = union(nil, r.Addresses), union(nil, r.Prefixes)
 	r.CreatedAt = time.Now().UTC()
-	eniKey := s.key(kindENIs, r.ENIID)
-	// Reading the whole releases prefix makes the commit compare it: a
-	// concurrent proposal of the same address makes this one re-decide.
-	rev, err := s.update(ctx, "ProposeRelease", []string{eniKey}, []string{s.dir(kindReleases)}, func(v *view) error {
-		var e ENI
-		ok, err := get(v, kindENIs, r.ENIID, &e)
-		if err != nil {
-			return err
+	return r, nil
+}
+
+// proposeBatch records the proposals of rels whose errs entry is nil in one
+// transaction, setting errs for those that fail their checks and the
+// revision of those recorded. Reading the whole releases prefix makes the
+// commit compare it: a concurrent proposal of the same address makes the
+// batch re-decide.
+func (s *Store) proposeBatch(ctx context.Context, rels []Release, errs []error) error {
+	var keys []string
+	for i, r := range rels {
+		if errs[i] == nil {
+			keys = append(keys, s.key(kindENIs, r.ENIID))
 		}
-		switch {
-		case !ok:
-			return fmt.Errorf("release: eni %s: %w", r.ENIID, rpcerr.ErrNotFound)
-		case e.InstanceID != r.InstanceID:
-			return fmt.Errorf("release: eni %s belongs to %s, not %s: %w", r.ENIID, e.InstanceID, r.InstanceID, rpcerr.ErrNotOwner)
-		}
-		if a := missingFrom(r.Addresses, e.Addresses); a != "" {
-			return fmt.Errorf("release: address %s is not a secondary address of eni %s: %w", a, e.ID, rpcerr.ErrInvalid)
-		}
-		if p := missingFrom(r.Prefixes, e.Prefixes); p != "" {
-			return fmt.Errorf("release: prefix %s is not on eni %s: %w", p, e.ID, rpcerr.ErrInvalid)
-		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	failed := make([]error, len(rels))
+	rev, err := s.update(ctx, "ProposeRelease", keys, []string{s.dir(kindReleases)}, func(v *view) error {
 		open, err := list[*Release](v, kindReleases)
 		if err != nil {
 			return err
 		}
-		for _, o := range open {
-			if o.State == ReleaseDone {
+		open = slices.DeleteFunc(open, func(o Release) bool { return o.State == ReleaseDone })
+		for i := range rels {
+			if failed[i] = nil; errs[i] != nil {
 				continue
 			}
-			if a := firstCommon(r.Addresses, o.Addresses); a != "" {
-				return fmt.Errorf("release: address %s is already in release %s: %w", a, o.ID, rpcerr.ErrInvalid)
+			if failed[i], err = checkProposal(v, rels[i], open); err != nil {
+				return err
 			}
-			if p := firstCommon(r.Prefixes, o.Prefixes); p != "" {
-				return fmt.Errorf("release: prefix %s is already in release %s: %w", p, o.ID, rpcerr.ErrInvalid)
+			if failed[i] != nil {
+				continue
 			}
+			if err := v.put(s.key(kindReleases, rels[i].ID), &rels[i]); err != nil {
+				return err
+			}
+			open = append(open, rels[i])
 		}
-		return v.put(s.key(kindReleases, r.ID), &r)
+		return nil
 	})
 	if err != nil {
-		return Release{}, err
+		return err
 	}
-	r.Rev = rev
-	return r, nil
+	for i := range rels {
+		switch {
+		case errs[i] != nil:
+		case failed[i] != nil:
+			errs[i] = failed[i]
+		default:
+			rels[i].Rev = rev
+		}
+	}
+	return nil
+}
+
+// checkProposal says why r cannot be proposed (nil: it can) given the open
+// releases: its ENI must exist, belong to its node and hold every address
+// and prefix, none of which may be in an open release. err is a failure to
+// read (errWant among them).
+func checkProposal(v *view, r Release, open []Release) (refused, err error) {
+	var e ENI
+	ok, err := get(v, kindENIs, r.ENIID, &e)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case !ok:
+		return fmt.Errorf("release: eni %s: %w", r.ENIID, rpcerr.ErrNotFound), nil
+	case e.InstanceID != r.InstanceID:
+		return fmt.Errorf("release: eni %s belongs to %s, not %s: %w", r.ENIID, e.InstanceID, r.InstanceID, rpcerr.ErrNotOwner), nil
+	}
+	if a := missingFrom(r.Addresses, e.Addresses); a != "" {
+		return fmt.Errorf("release: address %s is not a secondary address of eni %s: %w", a, e.ID, rpcerr.ErrInvalid), nil
+	}
+	if p := missingFrom(r.Prefixes, e.Prefixes); p != "" {
+		return fmt.Errorf("release: prefix %s is not on eni %s: %w", p, e.ID, rpcerr.ErrInvalid), nil
+	}
+	for _, o := range open {
+		if a := firstCommon(r.Addresses, o.Addresses); a != "" {
+			return fmt.Errorf("release: address %s is already in release %s: %w", a, o.ID, rpcerr.ErrInvalid), nil
+		}
+		if p := firstCommon(r.Prefixes, o.Prefixes); p != "" {
+			return fmt.Errorf("release: prefix %s is already in release %s: %w", p, o.ID, rpcerr.ErrInvalid), nil
+		}
+	}
+	return nil, nil
 }
 
 // AckRelease records the agent's answer: of the proposal, these addresses

@@ -1,9 +1,13 @@
 package store
 
 import (
-	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
+	"context"
+	"fmt"
 	"slices"
 	"testing"
+
+	"github.com/allotnet/allot/broker/etcdembed/etcdembedtest"
+	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 )
 
 func TestReleaseHandshake(t *testing.T) {
@@ -129,4 +133,113 @@ func TestEmptyAckFinishes(t *testing.T) {
 		t.Fatalf("an unacknowledged address went away: %+v", e)
 	}
 	wantCounters(t, s, 2, 0)
+}
+
+// TestProposeReleasesBatch proposes more releases than one transaction
+// holds, among them some the store must refuse: each refused one gets its
+// own error and the others are recorded, as one at a time would.
+func TestProposeReleasesBatch(t *testing.T) {
+	s := newBudgetStore(t, 1000)
+	ctx := ctxT(t)
+	const nodes = releaseBatch + 5
+	var rels []Release
+	for i := range nodes {
+		inst, eni := fmt.Sprintf("i-%d", i), fmt.Sprintf("eni-%d", i)
+		if i > 0 {
+			mustNode(t, s, inst)
+		}
+		createENI(t, s, eni, inst, fmt.Sprintf("10.1.%d.1", i), fmt.Sprintf("10.1.%d.2", i))
+		rels = append(rels, Release{InstanceID: inst, ENIID: eni, Addresses: []string{fmt.Sprintf("10.1.%d.1", i)}})
+	}
+	open, err := s.ProposeRelease(ctx, Release{InstanceID: "i-3", ENIID: "eni-3", Addresses: []string{"10.1.3.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rels[2].ENIID = "eni-4"                  // another node's ENI
+	rels[5].Addresses = nil                  // nothing to release
+	rels[7].Addresses = []string{"10.1.8.1"} // not on its ENI
+	// rels[3] repeats the open release's address; rels[9] and rels[10]
+	// name the same address of one ENI: the first is recorded.
+	rels[10] = Release{InstanceID: "i-9", ENIID: "eni-9", Addresses: []string{"10.1.9.2", "10.1.9.1"}}
+	out, errs, err := s.ProposeReleases(ctx, rels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := map[int]error{2: rpcerr.ErrNotOwner, 3: rpcerr.ErrInvalid, 5: rpcerr.ErrInvalid, 7: rpcerr.ErrInvalid, 10: rpcerr.ErrInvalid}
+	for i := range rels {
+		if want, ok := refused[i]; ok {
+			wantErr(t, errs[i], want)
+			continue
+		}
+		if errs[i] != nil || out[i].ID == "" || out[i].Rev == 0 || out[i].State != ReleaseProposed {
+			t.Fatalf("proposal %d: %+v, %v", i, out[i], errs[i])
+		}
+	}
+	all, err := s.ListReleases(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 1 + nodes - len(refused); len(all) != want {
+		t.Fatalf("%d releases recorded, want %d", len(all), want)
+	}
+	for _, r := range all {
+		if r.ID != open.ID && !slices.ContainsFunc(out, func(o Release) bool { return o.ID == r.ID }) {
+			t.Fatalf("release %+v recorded but not returned", r)
+		}
+	}
+}
+
+// BenchmarkProposeReleases proposes a release for each of 300 nodes, one
+// transaction each or several to a transaction, with the releases of a
+// burst's end already recorded (done, kept for the record): each
+// transaction reads every release record.
+func BenchmarkProposeReleases(b *testing.B) {
+	const nodes = 300
+	for _, batched := range []bool{false, true} {
+		b.Run(map[bool]string{false: "one-each", true: "batched"}[batched], func(b *testing.B) {
+			s, err := Open(etcdembedtest.Start(b), "bench")
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			if _, err := s.PutSubnet(ctx, Subnet{ID: "subnet-1", Usable: 1 << 20}); err != nil {
+				b.Fatal(err)
+			}
+			var rels []Release
+			for i := range nodes {
+				inst, eni := fmt.Sprintf("i-%d", i), fmt.Sprintf("eni-%d", i)
+				in, err := s.BeginIntent(ctx, Intent{Kind: IntentCreate, InstanceID: inst, SubnetID: "subnet-1", Reserved: 1 + 2*(int64(b.N)+2), ClientToken: "tok-" + eni})
+				if err != nil {
+					b.Fatal(err)
+				}
+				var addrs []string
+				for k := range 2 * (b.N + 2) {
+					addrs = append(addrs, fmt.Sprintf("10.%d.%d.%d", i/250, i%250, k+1))
+				}
+				if err := s.CompleteCreate(ctx, in.ID, ENI{ID: eni, PrimaryIP: "10.9.9.9", Addresses: addrs}); err != nil {
+					b.Fatal(err)
+				}
+				rels = append(rels, Release{InstanceID: inst, ENIID: eni, Addresses: addrs})
+			}
+			b.ResetTimer()
+			for n := range b.N {
+				due := make([]Release, nodes)
+				for i, r := range rels {
+					r.Addresses = r.Addresses[2*n : 2*n+2]
+					due[i] = r
+				}
+				if batched {
+					if _, _, err := s.ProposeReleases(ctx, due); err != nil {
+						b.Fatal(err)
+					}
+					continue
+				}
+				for _, r := range due {
+					if _, err := s.ProposeRelease(ctx, r); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
 }

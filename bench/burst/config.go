@@ -94,6 +94,12 @@ type Config struct {
 	// JoinBatch is how many nodes join at a time (default 100); each batch
 	// is warm before the next joins.
 	JoinBatch int
+	// WarmUntilFloor waits for the warm pools after the burst until two
+	// simulated minutes past the later of the last pod and the floor of
+	// the whole minimum (the top-ups' calls included: Result.WarmFloorSim),
+	// instead of two minutes past the last pod. A burst that leaves
+	// thousands of pools short needs that long for the calls alone.
+	WarmUntilFloor bool
 	// Deadline bounds each burst in simulated time (default 1h); pods not
 	// placed by then are reported unplaced.
 	Deadline time.Duration

@@ -165,10 +165,17 @@ type Result struct {
 	CloudCPU     float64 `json:"cloud_cpu_s"`
 
 	// WarmShortAfter is how many nodes were still short of their warm
-	// targets two simulated minutes after the last pod (their pools were
-	// not topped up again); WarmShortDetail describes a few.
+	// targets when the wait for them ended (two simulated minutes after the
+	// last pod, or with Config.WarmUntilFloor after the floor of the
+	// top-ups); WarmShortDetail describes a few.
 	WarmShortAfter  int    `json:"warm_short_after"`
 	WarmShortDetail string `json:"warm_short_detail,omitempty"`
+	// WarmSim is when every pool was back at its warm targets, from the
+	// burst's start (simulated s; 0: not within the wait); WarmFloorSim is
+	// the bucket model's floor for the minimum's calls, the top-ups
+	// included, which no run can be warm before.
+	WarmSim      float64 `json:"warm_s,omitempty"`
+	WarmFloorSim float64 `json:"warm_floor_s,omitempty"`
 
 	// SetupWall is the wall time of join and warm-up.
 	SetupWall float64 `json:"setup_wall_s"`
@@ -381,6 +388,12 @@ func (r Report) WriteTable(w io.Writer) error {
 		return fmt.Sprint(x.BaselineRestarts)
 	})
 	row("nodes not warm after", func(x Result) string { return fmt.Sprint(x.WarmShortAfter) })
+	row("all warm again (sim s) / floor", func(x Result) string {
+		if x.WarmSim == 0 {
+			return fmt.Sprintf("- / %.1f", x.WarmFloorSim)
+		}
+		return fmt.Sprintf("%.1f / %.1f", x.WarmSim, x.WarmFloorSim)
+	})
 	row("problems", func(x Result) string { return fmt.Sprint(len(x.Problems)) })
 	if err := tw.Flush(); err != nil {
 		return err

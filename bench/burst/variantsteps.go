@@ -296,11 +296,19 @@ func (r *variantRun) tick(ctx context.Context) func(placed int, elapsed time.Dur
 // settle waits for the end state the minimum calls are planned for: the
 // warm pools topped up again, every planned call made, EC2 quiet.
 func (r *variantRun) settle(ctx context.Context, w *burstWindow) error {
-	if err := waitWarm(ctx, r.cfg, r.f, 2*time.Minute, r.progress); err != nil {
+	start := time.Now().Add(-w.took)
+	r.res.WarmFloorSim = max(lowerBound(r.res.Minimum, r.lbShare), r.arrival).Seconds()
+	wait := 2 * time.Minute
+	if r.cfg.WarmUntilFloor {
+		wait += max(time.Duration(r.res.WarmFloorSim*float64(time.Second))-r.cfg.simOf(w.took), 0)
+	}
+	if err := waitWarm(ctx, r.cfg, r.f, wait, r.progress); err != nil {
 		if ctx.Err() != nil {
 			return err
 		}
 		r.res.WarmShortAfter, r.res.WarmShortDetail = r.f.warmMissing(), r.f.describeMissing()
+	} else {
+		r.res.WarmSim = r.cfg.simOf(time.Since(start)).Seconds()
 	}
 	if r.broker != nil {
 		if err := waitPlannedCalls(ctx, r.cfg, r.cloud.admin, r.broker, w.bStart); err != nil {

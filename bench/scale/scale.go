@@ -52,6 +52,10 @@ func BurstConfig(nodes, podsPerNode int, scale float64, idle time.Duration) burs
 		// Nodes join in larger batches than the burst benchmark's: the
 		// warm-up is not what is measured here.
 		JoinBatch: 500,
+		// The pools are back at their warm targets only after the
+		// top-ups' calls, thousands of new ENIs at 5 a second: wait
+		// for them past that floor, and say when they got there.
+		WarmUntilFloor: true,
 	}
 }
 
@@ -83,10 +87,17 @@ type Figures struct {
 	FloorSim         float64            `json:"floor_s"`
 	BurstRatio       float64            `json:"burst_ratio"`
 	EtcdWritesPerPod float64            `json:"etcd_writes_per_pod"`
-	StatusWrites     int64              `json:"status_writes"`
-	Problems         int                `json:"problems"`
-	Status           string             `json:"status"`
-	Error            string             `json:"error,omitempty"`
+	// WarmSim is when every pool was back at its warm targets, from the
+	// burst's start (0: not within the wait); WarmFloorSim the floor of
+	// the calls that takes; NotWarm the nodes still short when the wait
+	// ended.
+	WarmSim      float64 `json:"warm_s"`
+	WarmFloorSim float64 `json:"warm_floor_s"`
+	NotWarm      int     `json:"nodes_not_warm"`
+	StatusWrites int64   `json:"status_writes"`
+	Problems     int     `json:"problems"`
+	Status       string  `json:"status"`
+	Error        string  `json:"error,omitempty"`
 	// Load is the machine's 1-minute load average at the end: the run
 	// shares its cores with whatever else ran.
 	Load    string          `json:"load"`
@@ -139,6 +150,7 @@ func FromResult(r burst.Result, t Targets, load string) Figures {
 		Etcd: EtcdEmbedded, BrokerMem: memMiB(r.BrokerMem),
 		CompletionSim: r.CompletionSim, FloorSim: r.LowerBoundSim, BurstRatio: r.Ratio,
 		EtcdWritesPerPod: r.EtcdWritesPerPod, Problems: len(r.Problems),
+		WarmSim: r.WarmSim, WarmFloorSim: r.WarmFloorSim, NotWarm: r.WarmShortAfter,
 		StatusWrites: r.EtcdWritesByMethod["PutNodeStatus"] + r.EtcdWritesByMethod["ClearNodeStatus"],
 		Status:       r.Status, Error: r.Error, Load: load, Targets: t,
 	}
@@ -185,6 +197,9 @@ func (f Figures) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "%-34s %12.3f %12.2f %s\n", "burst completion / floor", f.BurstRatio, f.Targets.BurstRatio, met("burst_ratio"))
 	fmt.Fprintf(w, "%-34s %12.1f %12s\n", "burst completion (sim s)", f.CompletionSim, "")
 	fmt.Fprintf(w, "%-34s %12.1f %12s\n", "burst floor (sim s)", f.FloorSim, "")
+	fmt.Fprintf(w, "%-34s %12.1f %12s\n", "all pools warm again (sim s)", f.WarmSim, "")
+	fmt.Fprintf(w, "%-34s %12.1f %12s\n", "  floor with the top-ups (sim s)", f.WarmFloorSim, "")
+	fmt.Fprintf(w, "%-34s %12d %12s\n", "  nodes not warm when the wait ended", f.NotWarm, "")
 	fmt.Fprintf(w, "%-34s %12.2f %12s\n", "broker cores in the burst", f.BrokerCores, "")
 	fmt.Fprintf(w, "%-34s %12.3f %12s\n", "etcd writes / pod (burst)", f.EtcdWritesPerPod, "")
 	fmt.Fprintf(w, "%-34s %12d %12s\n", "node status writes (burst)", f.StatusWrites, "")

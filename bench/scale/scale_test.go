@@ -89,3 +89,23 @@ func hasLine(table, want string) bool {
 	}
 	return false
 }
+
+// TestWarmAgain: a scale run waits for the pools past the top-ups' floor,
+// and the table says when they were all warm again and how many were not.
+func TestWarmAgain(t *testing.T) {
+	if !BurstConfig(100, 30, 5, 0).WarmUntilFloor {
+		t.Fatal("the scale run stops waiting for warm pools two minutes after the last pod")
+	}
+	r := burst.Result{Status: burst.StatusOK, WarmSim: 512.5, WarmFloorSim: 499.6, WarmShortAfter: 3}
+	f := FromResult(r, DefaultTargets, "")
+	if f.WarmSim != 512.5 || f.WarmFloorSim != 499.6 || f.NotWarm != 3 {
+		t.Fatalf("figures %+v", f)
+	}
+	var b bytes.Buffer
+	f.WriteTable(&b)
+	for _, want := range []string{"all pools warm again (sim s)", "512.5", "499.6"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
+	}
+}

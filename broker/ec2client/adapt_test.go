@@ -15,9 +15,13 @@ import (
 // 0.05/s (an account with low limits, or other tenants using most of it),
 // while the limiter's model says 100 and 5/s. 160 Creates, all asked for at
 // once and each retried by its caller until it succeeds (as the engine
-// retries a failed action), must be throttled at most 5% of the time and
-// finish within 1.2× of the floor that bucket sets (159 refills of 20 s).
-// EC2 time runs 250× faster, so a refill is 80 ms and the run ~14 s.
+// retries a failed action), must be throttled at most 5% of the time, and
+// the limiter must end paced at a rate no faster than EC2's bucket and
+// within 1.5× of its interval (a pause learned far too long would waste the
+// bucket). EC2 time runs 250× faster, so a refill is 80 ms and the run
+// ~16 s; how long it took against the floor (199 refills) is logged, not
+// asserted: every pause is counted from the last answer, so a busy machine
+// lengthens the run without the limiter learning anything wrong.
 func TestLearnsTighterBucket(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs ~14 s")
@@ -66,8 +70,9 @@ func TestLearnsTighterBucket(t *testing.T) {
 	if share > 0.05 {
 		t.Errorf("%d of %d creates throttled (%.1f%%), want at most 5%%", ac.Throttled, ac.Calls, 100*share)
 	}
-	if took > floor*12/10 {
-		t.Errorf("took %v, more than 1.2x the floor of %v", took, floor)
+	truth := refill * scale // EC2's refill per wall second
+	if learned := lim.Bucket(ratelimit.CreateNetworkInterface); learned.Size != 1 || learned.Refill > truth*1.01 || learned.Refill < truth/1.5 {
+		t.Errorf("limiter learned %+v, want one token refilled at %.2f/s or up to 1.5x slower", learned, truth)
 	}
 	checkCountersAgree(t, c, sim)
 }

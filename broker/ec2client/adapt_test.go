@@ -16,9 +16,9 @@ import (
 // while the limiter's model says 100 and 5/s. 160 Creates, all asked for at
 // once and each retried by its caller until it succeeds (as the engine
 // retries a failed action), must be throttled at most 5% of the time, and
-// the limiter must end paced at a rate no faster than EC2's bucket and
-// within 1.5× of its interval (a pause learned far too long would waste the
-// bucket). EC2 time runs 250× faster, so a refill is 80 ms and the run
+// the limiter must end paced at one token per EC2's interval, learned no
+// shorter than EC2's (up to 8% shorter while it tries a faster pace) and no
+// longer than 1.5× (a pause learned far too long would waste the bucket). EC2 time runs 250× faster, so a refill is 80 ms and the run
 // ~16 s; how long it took against the floor (199 refills) is logged, not
 // asserted: every pause is counted from the last answer, so a busy machine
 // lengthens the run without the limiter learning anything wrong.
@@ -71,8 +71,8 @@ func TestLearnsTighterBucket(t *testing.T) {
 		t.Errorf("%d of %d creates throttled (%.1f%%), want at most 5%%", ac.Throttled, ac.Calls, 100*share)
 	}
 	truth := refill * scale // EC2's refill per wall second
-	if learned := lim.Bucket(ratelimit.CreateNetworkInterface); learned.Size != 1 || learned.Refill > truth*1.01 || learned.Refill < truth/1.5 {
-		t.Errorf("limiter learned %+v, want one token refilled at %.2f/s or up to 1.5x slower", learned, truth)
+	if learned := lim.Bucket(ratelimit.CreateNetworkInterface); learned.Size != 1 || learned.Refill > truth*1.1 || learned.Refill < truth/1.5 {
+		t.Errorf("limiter learned %+v, want one token refilled at %.2f/s, at most 1.1x faster or 1.5x slower", learned, truth)
 	}
 	checkCountersAgree(t, c, sim)
 }

@@ -39,6 +39,7 @@ type env struct {
 	sim   *awssim.Sim
 	st    *store.Store
 	ec2   *ec2client.Client
+	lim   *ratelimit.Limiter
 	insts []world.Instance
 }
 
@@ -105,7 +106,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 	}
 	insts := sim.World().Instances()
 	sort.Slice(insts, func(i, j int) bool { return insts[i].ID < insts[j].ID })
-	return &env{sim: sim, st: st, ec2: ec, insts: insts}
+	return &env{sim: sim, st: st, ec2: ec, lim: lim, insts: insts}
 }
 
 func quiet() *slog.Logger {

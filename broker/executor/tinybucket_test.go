@@ -7,6 +7,7 @@ import (
 
 	"github.com/allotnet/allot/awssim/throttle"
 	"github.com/allotnet/allot/broker/executor"
+	"github.com/allotnet/allot/broker/ratelimit"
 )
 
 // TestTinyBuckets: EC2's Create, Attach and Assign buckets hold 1 token
@@ -14,19 +15,20 @@ import (
 // spending most of them), while the broker's model of them is EC2's
 // documented table. The engine must learn the real buckets: at most 5% of
 // those calls throttled (without learning, it retried at its model's
-// refill and ~95% of the Creates came back RequestLimitExceeded), and all
-// served within 1.2x the floor those buckets set.
+// refill and ~95% of the Creates came back RequestLimitExceeded), and end
+// paced at one token per EC2's interval: learned no shorter than EC2's (up
+// to 8% shorter while it tries a faster pace) and no longer than 1.5x.
 //
 // 96 m5.large nodes ask for 25 addresses each: two new ENIs (created
 // full) and the rest assigned on the primary, so 192 Creates, 192 Attaches
 // and 96 Assigns. Learning a bucket costs a handful of throttles whatever
 // its calls, so far fewer calls could not show the share. EC2 time runs
 // 50x faster: a refill is 0.4 s, the floor the busiest bucket sets (its
-// calls after the first, one per refill) about 76 s. A paced call waits
-// for the last one's answer, so the machine's own delays (scheduling, the
-// round trip) add to every interval; at 150x they were a tenth of a
-// refill on a loaded machine (1.26-1.29x there at a load average of 13,
-// 1.07x at 6-10), at 50x a third of that.
+// calls after the first, one per refill) about 76 s. How long the whole
+// took against that floor is logged, not asserted: a paced call waits for
+// the last one's answer, so the machine's own delays (scheduling, the
+// round trip) add to every interval (1.26-1.29x at 150x on a machine at a
+// load average of 13, 1.07x at 6-10).
 func TestTinyBuckets(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs ~40 s")
@@ -73,8 +75,11 @@ func TestTinyBuckets(t *testing.T) {
 	if share > 0.05 {
 		t.Errorf("%.1f%% of the calls to the tiny buckets throttled, want at most 5%%", 100*share)
 	}
-	if took > floor*12/10 {
-		t.Errorf("served in %v, more than 1.2x the floor of %v", took.Round(time.Millisecond), floor)
+	truth := refill * scale // EC2's refill per wall second
+	for _, c := range []ratelimit.Class{ratelimit.CreateNetworkInterface, ratelimit.Mutating, ratelimit.AssignPrivateIPAddresses} {
+		if b := e.lim.Bucket(c); b.Size != 1 || b.Refill > truth*1.1 || b.Refill < truth/1.5 {
+			t.Errorf("%s: the limiter learned %+v, want one token refilled at %.2f/s, at most 1.1x faster or 1.5x slower", c, b, truth)
+		}
 	}
 	e.checkNoDuplicates(t)
 	e.checkMatchesEC2(t)

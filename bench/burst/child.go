@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/allotnet/allot/broker/brokerd"
 	"github.com/allotnet/allot/internal/logfmt"
 )
 
@@ -48,6 +49,8 @@ func RunChild(prog, role string, args []string) int {
 	}()
 	switch role {
 	case "broker":
+		// The broker's collector runs as allot-broker's does by default.
+		brokerd.SetGCPercent(brokerd.DefaultGCPercent, os.Getenv("GOGC"))
 		bc.Logger = log
 		err = ServeBrokerChild(ctx, bc, os.Stdout)
 	case "etcd":

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/allotnet/allot/broker/brokerd"
 	"github.com/allotnet/allot/broker/executor"
 	"github.com/allotnet/allot/broker/leader"
 	"github.com/allotnet/allot/broker/planner"
@@ -77,8 +78,10 @@ type config struct {
 	// podSubnets selects the subnets recorded at start.
 	podSubnets subnets.Selector
 
-	// memLimit is the Go runtime's soft memory limit; main applies it.
-	memLimit memoryLimit
+	// memLimit is the Go runtime's soft memory limit and gcPercent its
+	// collector's GOGC; main applies them.
+	memLimit  memoryLimit
+	gcPercent int
 }
 
 // insecureFlag serves anyone in plaintext. Its name says so, so nobody sets
@@ -137,6 +140,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Var(&c.memLimit, "memory-limit", "soft limit on the Go runtime's memory, e.g. 450MiB: the garbage collector works harder near it "+
 		"instead of letting the heap grow to twice what is live; auto: GOMEMLIMIT if set, else 85% of the container's memory limit "+
 		"(cgroup), else none; 0: none")
+	fs.IntVar(&c.gcPercent, "gc-percent", brokerd.DefaultGCPercent, "how far, in percent of the live heap and stacks, the heap grows before the "+
+		"garbage collector runs again; lower keeps less memory for more GC CPU (GOGC, when set, wins)")
 	logFlags := logfmt.Register(fs, "info")
 	buildinfo.Flag(fs)
 	vpcs := c.securityFlags(fs)
@@ -204,6 +209,8 @@ func (c config) checkValues() error {
 		return fmt.Errorf("--gather %v, --gather-max %v: want 0 < gather <= gather-max", c.gather, c.gatherMax)
 	case c.electionTTL < time.Second:
 		return fmt.Errorf("--election-ttl %s: want at least 1s", c.electionTTL)
+	case c.gcPercent < 1:
+		return fmt.Errorf("--gc-percent %d: want a positive percentage", c.gcPercent)
 	case (c.tlsCert == "") != (c.tlsKey == ""):
 		return errors.New("--tls-cert and --tls-key go together")
 	case c.tlsClientCA != "" && c.tlsCert == "":

@@ -56,7 +56,8 @@ func main() {
 	recent := logring.New(2000)
 	log := logring.Tee(logfmt.New(os.Stderr, cfg.log), recent, cfg.log.Level)
 	limit, source := cfg.memLimit.apply(os.Getenv, cgroupMemoryLimit)
-	log.Info("Go runtime memory limit", "bytes", limit, "source", source)
+	log.Info("Go runtime memory limit", "bytes", limit, "source", source,
+		"gc_percent", brokerd.SetGCPercent(cfg.gcPercent, os.Getenv("GOGC")))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, cfg, log, recent); err != nil {

@@ -5,6 +5,8 @@ import (
 	"math"
 	"runtime/debug"
 	"testing"
+
+	"github.com/allotnet/allot/broker/brokerd"
 )
 
 // TestMemoryLimitFlag: --memory-limit takes auto (the default), 0 or a
@@ -72,6 +74,23 @@ func TestParseCgroupLimit(t *testing.T) {
 		got, ok := parseCgroupLimit(in)
 		if got != want || ok != (want > 0) {
 			t.Errorf("parseCgroupLimit(%q) = %d, %v; want %d", in, got, ok, want)
+		}
+	}
+}
+
+// TestGCPercentFlag: --gc-percent defaults to the broker's own setting and
+// refuses what is not a positive percentage.
+func TestGCPercentFlag(t *testing.T) {
+	c, err := parseFlags([]string{"--" + insecureFlag}, &bytes.Buffer{})
+	if err != nil || c.gcPercent != brokerd.DefaultGCPercent {
+		t.Fatalf("default: %v, %d; want %d", err, c.gcPercent, brokerd.DefaultGCPercent)
+	}
+	if c, err := parseFlags([]string{"--gc-percent", "100", "--" + insecureFlag}, &bytes.Buffer{}); err != nil || c.gcPercent != 100 {
+		t.Errorf("--gc-percent 100: %v, %d", err, c.gcPercent)
+	}
+	for _, in := range []string{"0", "-1", "off", "1.5"} {
+		if _, err := parseFlags([]string{"--gc-percent", in, "--" + insecureFlag}, &bytes.Buffer{}); err == nil {
+			t.Errorf("--gc-percent %q accepted", in)
 		}
 	}
 }

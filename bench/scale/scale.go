@@ -121,7 +121,10 @@ type MemMiB struct {
 	RSSAnon    float64 `json:"rss_anon_mib"`
 	RSSFile    float64 `json:"rss_file_mib"`
 	// GCCPU and CPU are the broker's collector's CPU seconds and all its
-	// Go code's, over its life; GCCycles its collections.
+	// Go code's, over its life, as the Go runtime estimates them (from the
+	// time its processors ran, so on a loaded machine more than the CPU
+	// the kernel counts; their ratio is the point); GCCycles its
+	// collections.
 	GCCPU    float64 `json:"gc_cpu_s"`
 	CPU      float64 `json:"go_cpu_s"`
 	GCCycles int64   `json:"gc_cycles"`
@@ -239,7 +242,11 @@ func (f Figures) writeMemory(w io.Writer) {
 		fmt.Fprintf(w, "%-34s %12.1f %12s\n", r.name, r.v, "")
 	}
 	fmt.Fprintf(w, "%-34s %12d %12s\n", "  broker goroutines, peak", m.Goroutines, "")
-	fmt.Fprintf(w, "%-34s %12s %12s\n", "  broker GC CPU s / all Go CPU s",
-		fmt.Sprintf("%.1f/%.1f", m.GCCPU, m.CPU), "")
+	share := 0.0
+	if m.CPU > 0 {
+		share = 100 * m.GCCPU / m.CPU
+	}
+	fmt.Fprintf(w, "%-34s %12s %12s\n", "  broker GC share of Go CPU (est.)",
+		fmt.Sprintf("%.1f%% (%.0f/%.0f s)", share, m.GCCPU, m.CPU), "")
 	fmt.Fprintf(w, "%-34s %12d %12s\n", "  broker collections", m.GCCycles, "")
 }

@@ -61,7 +61,7 @@ func TestEtcdApart(t *testing.T) {
 	var b bytes.Buffer
 	f.WriteTable(&b)
 	for _, want := range []string{"embedded in the broker", "broker live heap, peak (MiB) 100.0", "broker goroutines, peak 4000",
-		"broker GC CPU s / all Go CPU s 1.5/10.0", "broker collections 42"} {
+		"broker GC share of Go CPU (est.) 15.0% (2/10 s)", "broker collections 42"} {
 		if !hasLine(b.String(), want) {
 			t.Errorf("embedded: table lacks %q:\n%s", want, b.String())
 		}

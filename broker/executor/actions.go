@@ -17,9 +17,9 @@ var errWait = errors.New("waiting for EC2")
 
 // createAttach carries out a CreateAttach action: Create (pre-filled,
 // tagged, ClientToken = intent ID), Attach at the planned device index, and
-// DeleteOnTermination, each behind its own intent. attaching is called as
-// the Attach is about to ask for its token.
-func (e *Engine) createAttach(ctx context.Context, rs *runState, a planner.Action, n store.Node, begun, attaching func()) error {
+// DeleteOnTermination, each behind its own intent. later's funcs are called
+// as the Attach and the Modify are about to ask for their tokens.
+func (e *Engine) createAttach(ctx context.Context, rs *runState, a planner.Action, n store.Node, begun func(), later chained) error {
 	id := NewIntentID(ExecutorIntentPrefix)
 	in, err := e.begin(ctx, rs, store.Intent{
 		ID: id, Kind: store.IntentCreate, InstanceID: a.InstanceID, SubnetID: a.SubnetID,
@@ -44,8 +44,7 @@ func (e *Engine) createAttach(ctx context.Context, rs *runState, a planner.Actio
 		return fmt.Errorf("record created ENI %s: %w", info.ID, err)
 	}
 	e.deliver(rs, a.InstanceID, rec.ID, podAddresses(rec), now)
-	attaching()
-	return e.attach(ctx, rs, rec)
+	return e.attach(ctx, rs, rec, later)
 }
 
 // createInput is the CreateNetworkInterface request of a create intent.
@@ -84,12 +83,15 @@ func (e *Engine) createInput(in store.Intent, nodeGroups []string) ec2client.Cre
 // (InternalError, Unavailable) or the call got no answer, the ENI is kept:
 // it stays recorded as created, and the next round's upkeep describes it
 // (the attach may have happened after all) and attaches this same ENI
-// again. A new ENI would cost a Create and a Delete for nothing.
-func (e *Engine) attach(ctx context.Context, rs *runState, eni store.ENI) error {
+// again. A new ENI would cost a Create and a Delete for nothing. later's
+// funcs, where set, are called as the Attach and the Modify are about to
+// ask for their tokens.
+func (e *Engine) attach(ctx context.Context, rs *runState, eni store.ENI, later chained) error {
 	in, err := e.begin(ctx, rs, store.Intent{
 		Kind: store.IntentAttach, InstanceID: eni.InstanceID, ENIID: eni.ID, SubnetID: eni.SubnetID,
 		DeviceIndex: eni.DeviceIndex,
 	})
+	later.attachAsks()
 	if err != nil {
 		return err
 	}
@@ -107,16 +109,17 @@ func (e *Engine) attach(ctx context.Context, rs *runState, eni store.ENI) error 
 	if err := e.st.CompleteAttach(ctx, in.ID, eni.ID, eni.DeviceIndex); err != nil {
 		return fmt.Errorf("record attached ENI %s: %w", eni.ID, err)
 	}
-	return e.modify(ctx, rs, eni, attachmentID)
+	return e.modify(ctx, rs, eni, attachmentID, later)
 }
 
 // modify sets DeleteOnTermination so EC2 removes the ENI with its instance.
 // A failure is logged, not fatal: the ENI works, and the reconciler deletes
 // what a terminated instance leaves behind.
-func (e *Engine) modify(ctx context.Context, rs *runState, eni store.ENI, attachmentID string) error {
+func (e *Engine) modify(ctx context.Context, rs *runState, eni store.ENI, attachmentID string, later chained) error {
 	in, err := e.begin(ctx, rs, store.Intent{
 		Kind: store.IntentModify, InstanceID: eni.InstanceID, ENIID: eni.ID, SubnetID: eni.SubnetID,
 	})
+	later.modifyAsks()
 	if err != nil {
 		return err
 	}
@@ -160,11 +163,11 @@ func (e *Engine) resumeAttach(ctx context.Context, rs *runState, eni store.ENI) 
 		if x.DeleteOnTermination {
 			return nil
 		}
-		return e.modify(ctx, rs, eni, x.AttachmentID)
+		return e.modify(ctx, rs, eni, x.AttachmentID, chained{})
 	case x.AttachmentID != "":
 		return fmt.Errorf("ENI %s, recorded for %s, is attached to %q: left for the operator", eni.ID, eni.InstanceID, x.InstanceID)
 	}
-	return e.attach(ctx, rs, eni)
+	return e.attach(ctx, rs, eni, chained{})
 }
 
 // deleteENI deletes an ENI that is not attached, behind a delete intent.

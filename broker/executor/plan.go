@@ -306,11 +306,12 @@ func (e *Engine) queueActions(rs *runState, snap *snapshot, actions []planner.Ac
 		switch a.Kind {
 		case planner.CreateAttach:
 			begun := rs.queue(a.SubnetID, a.Cost(), firstClass(a))
-			attaching := rs.chain()
+			later := rs.chain()
 			rs.scheduleFor(a.InstanceID, kindCreateAttach, a.Urgent, tp, func(ctx context.Context) error {
 				defer begun()
-				defer attaching()
-				return e.createAttach(ctx, rs, a, n, begun, attaching)
+				defer later.attach()
+				defer later.modify()
+				return e.createAttach(ctx, rs, a, n, begun, later)
 			})
 		case planner.Assign:
 			eni := snap.enis[a.ENIID]

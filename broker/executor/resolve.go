@@ -228,7 +228,7 @@ func (e *Engine) resolveAttach(ctx context.Context, rs *runState, in store.Inten
 		if x.DeleteOnTermination {
 			return nil
 		}
-		return e.modify(ctx, rs, store.ENI{ID: x.ID, InstanceID: in.InstanceID, SubnetID: x.SubnetID}, x.AttachmentID)
+		return e.modify(ctx, rs, store.ENI{ID: x.ID, InstanceID: in.InstanceID, SubnetID: x.SubnetID}, x.AttachmentID, chained{})
 	}
 	if !x.DeleteOnTermination {
 		if err := e.ec2.SetDeleteOnTermination(ctx, x.ID, x.AttachmentID, true); err != nil {

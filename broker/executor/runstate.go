@@ -39,9 +39,9 @@ type runState struct {
 	// unstarted counts admitted actions whose first call has not yet
 	// asked its bucket for a token, by that bucket.
 	unstarted map[ratelimit.Class]int
-	// attaching counts queued CreateAttach actions whose Attach has not yet
-	// asked its bucket for a token (their Modify comes after it).
-	attaching int
+	// attaching and modifying count queued CreateAttach actions whose
+	// Attach, and whose Modify, has not yet asked its bucket for a token.
+	attaching, modifying int
 	// wanting is when each node was first seen wanting addresses since it
 	// last wanted none (only the round goroutine touches it).
 	wanting map[string]time.Time
@@ -231,18 +231,44 @@ func (rs *runState) queue(subnet string, cost int64, class ratelimit.Class) func
 	}
 }
 
-// chain counts a queued CreateAttach action as one Attach (and one Modify)
-// still to come; the returned func, called once the action's Attach is
-// about to ask for its token (or the action ended before it), takes it off.
-func (rs *runState) chain() func() {
+// chain counts a queued CreateAttach action as one Attach and one Modify
+// still to come. Each call's func is called once the call is about to ask
+// its bucket for a token, its intent written (or the action ended before
+// it), and takes the call off: until then the planner counts it against
+// that bucket, and an intent write takes a while during a burst.
+func (rs *runState) chain() chained {
 	rs.mu.Lock()
 	rs.attaching++
+	rs.modifying++
 	rs.mu.Unlock()
+	return chained{attach: rs.countDown(&rs.attaching), modify: rs.countDown(&rs.modifying)}
+}
+
+// chained is what runState.chain returns: attach and modify take a new
+// ENI's Attach and its Modify off the calls still to come.
+type chained struct{ attach, modify func() }
+
+// attachAsks takes the Attach off, if c counts one.
+func (c chained) attachAsks() {
+	if c.attach != nil {
+		c.attach()
+	}
+}
+
+// modifyAsks takes the Modify off, if c counts one.
+func (c chained) modifyAsks() {
+	if c.modify != nil {
+		c.modify()
+	}
+}
+
+// countDown returns a func that takes one off *n, the first time only.
+func (rs *runState) countDown(n *int) func() {
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			rs.mu.Lock()
-			rs.attaching--
+			*n--
 			rs.mu.Unlock()
 		})
 	}
@@ -250,12 +276,14 @@ func (rs *runState) chain() func() {
 
 // notAsked is how many calls committed to bucket c have not yet asked it
 // for a token: admitted actions not yet started, and for the Attach and
-// Modify buckets the new ENIs that have not reached their Attach. rs.mu is
+// Modify buckets the new ENIs whose Attach, or Modify, has not. rs.mu is
 // held.
 func (rs *runState) notAsked(c ratelimit.Class) int {
 	switch c {
-	case ratelimit.ClassOf(planner.CallAttach, true), ratelimit.ClassOf(planner.CallModify, true):
+	case ratelimit.ClassOf(planner.CallAttach, true):
 		return rs.attaching
+	case ratelimit.ClassOf(planner.CallModify, true):
+		return rs.modifying
 	}
 	return rs.unstarted[c]
 }

@@ -144,6 +144,14 @@ func TestReleaseAcknowledged(t *testing.T) {
 	if _, err := s.e.st.AckRelease(ctx, s.node, rel.ID, acked, nil); err != nil {
 		t.Fatalf("ack: %v", err)
 	}
+	// Then the pod leaves, and the agent says so at once: before the
+	// broker has carried out the release (EC2's Unassign and two writes of
+	// its own), so the next proposal is made from this report. From the
+	// last one it would propose the ENI's free fifth address alone, the pod
+	// still on it.
+	want := minus(s.eni.Addresses, acked)
+	s.eni.Addresses = want
+	s.report(t, 2, s.primary.Addresses[:2])
 	waitFor(t, "the release carried out", 20*time.Second, func() (bool, error) {
 		rels, err := s.e.st.ListReleases(ctx, s.node)
 		for _, r := range rels {
@@ -153,7 +161,6 @@ func TestReleaseAcknowledged(t *testing.T) {
 		}
 		return false, err
 	})
-	want := minus(s.eni.Addresses, acked)
 	if got, _ := s.e.ec2Addresses(s.eni.ID); !sameSet(got, want) {
 		t.Errorf("EC2 has %v on %s; want exactly the unacknowledged %v", got, s.eni.ID, want)
 	}
@@ -167,11 +174,9 @@ func TestReleaseAcknowledged(t *testing.T) {
 	s.e.checkMatchesEC2(t)
 	s.e.checkAccounts(t)
 
-	// The pod leaves; the ENI's last two addresses are surplus, proposed
+	// With the pod gone the ENI's last two addresses are surplus, proposed
 	// and acknowledged: the release covers the whole ENI, which goes back
 	// to EC2 by detach and delete, without a second Unassign.
-	s.eni.Addresses = want
-	s.report(t, 2, s.primary.Addresses[:2])
 	rel = s.proposal(t)
 	if rel.ENIID != s.eni.ID || !sameSet(rel.Addresses, want) {
 		t.Fatalf("second proposal %+v; want %v of %s", rel, want, s.eni.ID)

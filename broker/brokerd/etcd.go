@@ -24,6 +24,7 @@ func openEtcd(ctx context.Context, cfg EtcdConfig, token string, dial []grpc.Dia
 	case len(cfg.Endpoints) > 0:
 		cli, err := clientv3.New(clientv3.Config{
 			Endpoints: cfg.Endpoints, TLS: cfg.TLS, DialTimeout: 10 * time.Second, DialOptions: dial,
+			Logger: etcdembed.NewZapLogger(log),
 		})
 		if err != nil {
 			return nil, nil, fmt.Errorf("connect to etcd %v: %w", cfg.Endpoints, err)

@@ -178,7 +178,7 @@ func start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start embedded etcd: peer url: %w", err)
 	}
-	zl := newZapLogger(cfg.Logger)
+	zl := NewZapLogger(cfg.Logger)
 	ec := embedConfig(cfg, clientURL, peerURL, zl)
 	e, err := embed.StartEtcd(ec)
 	if err != nil {

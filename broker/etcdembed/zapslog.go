@@ -3,19 +3,32 @@ package etcdembed
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
 
-// newZapLogger returns a zap logger that forwards warnings and errors to lg
-// and drops the rest: etcd is chatty at info and its logs are not ours. A nil
-// lg gives a no-op logger.
-func newZapLogger(lg *slog.Logger) *zap.Logger {
+// Sampling of etcd's log lines: of the lines with one level and message,
+// the first samplePerTick in each sampleTick are written, then every
+// sampleThereafter-th. When etcd is slow under load its client warns once
+// for every call it retries; with thousands of agents' calls waiting on
+// etcd, writing each warning made them queue again, on the log's lock.
+const (
+	sampleTick       = time.Second
+	samplePerTick    = 10
+	sampleThereafter = 1000
+)
+
+// NewZapLogger returns a zap logger for etcd's server and client that
+// forwards warnings and errors to lg, sampled, and drops the rest: etcd is
+// chatty at info and its logs are not ours. A nil lg gives a no-op logger.
+func NewZapLogger(lg *slog.Logger) *zap.Logger {
 	if lg == nil {
 		return zap.NewNop()
 	}
-	return zap.New(&slogCore{lg: lg.With("component", "etcd"), min: zapcore.WarnLevel})
+	core := &slogCore{lg: lg.With("component", "etcd"), min: zapcore.WarnLevel}
+	return zap.New(zapcore.NewSamplerWithOptions(core, sampleTick, samplePerTick, sampleThereafter))
 }
 
 // slogCore is a zapcore.Core writing to a slog.Logger.

@@ -24,13 +24,18 @@ func keyOf(a cniserver.Attachment) pool.Key {
 }
 
 // Add gives the attachment an address from the pool — recorded durably
-// before anything else happens — and wires the pod. An empty pool makes it
-// wait (bounded by MaxAddWait) for capacity the broker is delivering, then
-// fail with cniserver.ErrPoolEmpty ("try again later"). A retried ADD gets
-// the same address. If the pod can't be wired, what was set up is torn down
-// and the address goes back to the pool; if even the teardown fails, the
-// record stays for the DEL the runtime sends after a failed ADD. An ADD of a
-// recorded attachment naming another netns is refused (ErrInvalidRequest).
+// before the answer — and wires the pod. A new allocation's record is
+// written while the pod is wired (AddWiring): the answer waits for both,
+// and if the write fails the pod's pieces are removed again before its
+// address can go to anyone else. A crash in between leaves a veth no
+// record accounts for, whose address a restarted agent holds back until it
+// is gone. An empty pool makes it wait (bounded by MaxAddWait) for capacity
+// the broker is delivering, then fail with cniserver.ErrPoolEmpty ("try
+// again later"). A retried ADD gets the same address. If the pod can't be
+// wired, what was set up is torn down and the address goes back to the
+// pool; if even the teardown fails, the record stays for the DEL the
+// runtime sends after a failed ADD. An ADD of a recorded attachment naming
+// another netns is refused (ErrInvalidRequest).
 func (a *Agent) Add(ctx context.Context, req cniserver.Request) (res cniserver.AddResult, err error) {
 	if !a.ready.Load() {
 		return res, fmt.Errorf("add %s: %w", req.Attachment, cniserver.ErrNotReady)
@@ -41,16 +46,28 @@ func (a *Agent) Add(ctx context.Context, req cniserver.Request) (res cniserver.A
 	unlock := a.keys.lock(key)
 	defer unlock()
 
-	al, err := a.takeAddress(ctx, key, req)
-	switch {
-	case errors.Is(err, pool.ErrNoAddress):
-		return res, fmt.Errorf("add %s: %w; the broker has been told and the runtime should retry: %w",
-			req.Attachment, cniserver.ErrPoolEmpty, err)
-	case errors.Is(err, pool.ErrInvalidKey):
-		return res, fmt.Errorf("add %s: %w: %w", req.Attachment, cniserver.ErrInvalidRequest, err)
-	case err != nil:
-		return res, fmt.Errorf("add %s: %w", req.Attachment, err)
+	assigned := make(chan pool.Allocation, 1)
+	taken := make(chan takenAddress, 1)
+	go func() {
+		var t takenAddress
+		t.al, t.unhold, t.err = a.takeAddress(ctx, key, req, assigned)
+		taken <- t
+	}()
+	var t takenAddress
+	select {
+	case al := <-assigned:
+		return a.wireWhileWriting(key, req, al, taken)
+	case t = <-taken:
 	}
+	if t.unhold != nil {
+		// The allocation was sent but its write failed before this could
+		// wire anything: nothing routes the address.
+		t.unhold()
+	}
+	if t.err != nil {
+		return res, addError(req, t.err)
+	}
+	al := t.al
 	if al.Netns != "" && al.Netns != req.NetNS {
 		// The same attachment ADDed again naming another netns: CNI allows
 		// no second ADD without a DEL, and wiring it would pull the
@@ -59,21 +76,79 @@ func (a *Agent) Add(ctx context.Context, req cniserver.Request) (res cniserver.A
 		return res, fmt.Errorf("add %s: %w: the attachment is wired into netns %s, not %s; DEL it before adding it elsewhere",
 			req.Attachment, cniserver.ErrInvalidRequest, al.Netns, req.NetNS)
 	}
-
 	pc := a.podConfig(al, req.NetNS)
 	a.netMu.RLock()
 	defer a.netMu.RUnlock()
 	pr, err, terr := a.setupPod(pc)
 	if err != nil {
-		if terr != nil {
-			a.log.Error("pod setup failed and so did its teardown; address kept for the runtime's DEL",
-				"attachment", req.Attachment.String(), "addr", al.Addr, "err", err, "teardown_err", terr)
-		} else if _, _, derr := a.pool.Del(key); derr != nil {
-			a.log.Error("pod setup failed; address not returned to the pool", "attachment", req.Attachment.String(),
-				"addr", al.Addr, "err", derr)
-		}
-		return res, fmt.Errorf("add %s: set up pod network: %w", req.Attachment, hostError(err))
+		return res, a.setupFailed(key, req, al, err, terr)
 	}
+	return addResult(al, pr), nil
+}
+
+// takenAddress is what the pool answered an ADD.
+type takenAddress struct {
+	al     pool.Allocation
+	unhold func()
+	err    error
+}
+
+// wireWhileWriting wires the pod for al, a new allocation whose write is
+// in flight, and then waits for the write (taken). If the write failed,
+// the pod's pieces are removed (retried as a DEL's teardown is) before the
+// address's hold ends, and the ADD fails.
+func (a *Agent) wireWhileWriting(key pool.Key, req cniserver.Request, al pool.Allocation, taken <-chan takenAddress) (cniserver.AddResult, error) {
+	pc := a.podConfig(al, req.NetNS)
+	a.netMu.RLock()
+	defer a.netMu.RUnlock()
+	pr, err, terr := a.setupPod(pc)
+	t := <-taken
+	if t.err != nil {
+		switch {
+		case t.unhold == nil:
+			// Not expected: the pool holds back every address it sent.
+			a.log.Error("address's record failed without a hold", "attachment", req.Attachment.String(), "addr", al.Addr)
+		case err != nil && terr == nil:
+			t.unhold() // setupPod removed what it had made
+		default:
+			a.finishTeardown(pc, t.unhold)
+		}
+		return cniserver.AddResult{}, addError(req, t.err)
+	}
+	if err != nil {
+		return cniserver.AddResult{}, a.setupFailed(key, req, al, err, terr)
+	}
+	return addResult(al, pr), nil
+}
+
+// addError is the ADD's error for what the pool answered.
+func addError(req cniserver.Request, err error) error {
+	switch {
+	case errors.Is(err, pool.ErrNoAddress):
+		return fmt.Errorf("add %s: %w; the broker has been told and the runtime should retry: %w",
+			req.Attachment, cniserver.ErrPoolEmpty, err)
+	case errors.Is(err, pool.ErrInvalidKey):
+		return fmt.Errorf("add %s: %w: %w", req.Attachment, cniserver.ErrInvalidRequest, err)
+	}
+	return fmt.Errorf("add %s: %w", req.Attachment, err)
+}
+
+// setupFailed handles a durable allocation whose pod could not be wired:
+// the address goes back to the pool once setupPod's teardown (terr) has
+// removed what was made; if that failed too, the record stays for the
+// runtime's DEL.
+func (a *Agent) setupFailed(key pool.Key, req cniserver.Request, al pool.Allocation, err, terr error) error {
+	if terr != nil {
+		a.log.Error("pod setup failed and so did its teardown; address kept for the runtime's DEL",
+			"attachment", req.Attachment.String(), "addr", al.Addr, "err", err, "teardown_err", terr)
+	} else if _, _, derr := a.pool.Del(key); derr != nil {
+		a.log.Error("pod setup failed; address not returned to the pool", "attachment", req.Attachment.String(),
+			"addr", al.Addr, "err", derr)
+	}
+	return fmt.Errorf("add %s: set up pod network: %w", req.Attachment, hostError(err))
+}
+
+func addResult(al pool.Allocation, pr hostnet.PodResult) cniserver.AddResult {
 	return cniserver.AddResult{
 		Address:      netip.PrefixFrom(al.Addr, 32),
 		Gateway:      pr.Gateway,
@@ -81,7 +156,7 @@ func (a *Agent) Add(ctx context.Context, req cniserver.Request) (res cniserver.A
 		HostMAC:      pr.HostVethMAC,
 		ContainerMAC: pr.PodMAC,
 		ENIID:        al.ENIID,
-	}, nil
+	}
 }
 
 // setupPod wires the pod in a network slot and, if that fails, tears down
@@ -105,25 +180,26 @@ func (a *Agent) teardownPod(pc hostnet.PodConfig) error {
 
 // takeAddress takes the attachment's address from the pool under a span of
 // its own, the one a demand and a delivery for a waiting ADD are made in,
-// and records how long the ADD waited for it.
-func (a *Agent) takeAddress(ctx context.Context, key pool.Key, req cniserver.Request) (pool.Allocation, error) {
+// and records how long the ADD waited for it. A new allocation is sent on
+// assigned before it is durable (pool.AddWiring).
+func (a *Agent) takeAddress(ctx context.Context, key pool.Key, req cniserver.Request, assigned chan<- pool.Allocation) (pool.Allocation, func(), error) {
 	ctx, span := a.tracer().Start(ctx, "allot address")
 	defer span.End()
 	forget := a.waiting.add(span.SpanContext())
 	start := time.Now()
-	al, err := a.pool.Add(ctx, key, pool.PodInfo{
+	al, unhold, err := a.pool.AddWiring(ctx, key, pool.PodInfo{
 		HostVeth: hostnet.HostVethName(req.Attachment), Netns: req.NetNS,
 		PodNamespace: req.PodNamespace, PodName: req.PodName,
-	})
+	}, assigned)
 	forget()
 	a.tel.addressWait(ctx, time.Since(start), err)
 	if err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
-		return al, err
+		return al, unhold, err
 	}
 	span.SetAttributes(attribute.String("allot.address", al.Addr.String()), attribute.String("allot.eni", al.ENIID))
-	return al, nil
+	return al, nil, nil
 }
 
 // hostError marks host-network errors that are the request's fault.

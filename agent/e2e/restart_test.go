@@ -20,7 +20,8 @@ import (
 // agent was down is restored), nothing is given back — EC2 still has every
 // address and ENI, the broker's records lost nothing — and the runtime's
 // retries of the interrupted ADDs succeed, each pod keeping the address it
-// had been recorded with.
+// had been recorded with; one wired before the kill but not recorded gets
+// an address no other pod has (the one its veth still routes is held back).
 func TestKill9MidAdds(t *testing.T) {
 	env := harness.NewEnv(t, bins, harness.EnvConfig{Agent: harness.AgentConfig{
 		WarmIPs: 10, MinimumIPs: 40, Cooldown: 200 * time.Millisecond}})
@@ -98,7 +99,16 @@ func TestKill9MidAdds(t *testing.T) {
 	env.Agent.Start()
 	env.Agent.WaitReady(t, 30*time.Second)
 
-	restored := agreement(t, ctx, env)
+	// An ADD the kill cut short may have wired its pod before its record
+	// was durable (the agent wires while it writes): the runtime got no
+	// success for it, and its veth waits for the retry or CNI GC.
+	var interrupted []*harness.Pod
+	for p, o := range outcomes {
+		if o.err != nil {
+			interrupted = append(interrupted, p)
+		}
+	}
+	restored := agreementBut(t, ctx, env, interrupted)
 	for _, d := range harness.Diff("checkpoint at the kill", atKill, "after restart", restored) {
 		t.Error(d)
 	}

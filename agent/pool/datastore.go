@@ -15,8 +15,25 @@ import (
 // release or a cooldown ending — until ctx ends or Config.MaxWait passes, and
 // then fails with ErrNoAddress. While it waits it counts in Demand.Pending.
 func (p *Pool) Add(ctx context.Context, key Key, info PodInfo) (Allocation, error) {
+	al, _, err := p.add(ctx, key, info, nil)
+	return al, err
+}
+
+// AddWiring is Add for a caller that wires the pod while the allocation is
+// being written. A new allocation is sent on assigned (which must have
+// room for one) as soon as it is made in memory, and AddWiring then waits
+// for its write. If that write fails, the caller may be routing the address
+// to the pod by then, so it is not freed at once: it is held back — handed
+// to no ADD, agreed to no release — until unhold (non-nil only then) is
+// called, which the caller does once what it wired is gone. An allocation
+// the attachment already had is durable and is not sent.
+func (p *Pool) AddWiring(ctx context.Context, key Key, info PodInfo, assigned chan<- Allocation) (al Allocation, unhold func(), err error) {
+	return p.add(ctx, key, info, assigned)
+}
+
+func (p *Pool) add(ctx context.Context, key Key, info PodInfo, assigned chan<- Allocation) (Allocation, func(), error) {
 	if key.ContainerID == "" || key.IfName == "" {
-		return Allocation{}, fmt.Errorf("%w: %q", ErrInvalidKey, key.String())
+		return Allocation{}, nil, fmt.Errorf("%w: %q", ErrInvalidKey, key.String())
 	}
 	if p.cfg.MaxWait > 0 {
 		var cancel context.CancelFunc
@@ -42,7 +59,7 @@ func (p *Pool) Add(ctx context.Context, key Key, info PodInfo) (Allocation, erro
 		p.waitTurnLocked(claim{key: key})
 		if al, ok := p.allocs[key]; ok {
 			w.served()
-			return *al, nil
+			return *al, nil, nil
 		}
 		now := p.cfg.Clock.Now()
 		p.expireLocked(now)
@@ -51,11 +68,11 @@ func (p *Pool) Add(ctx context.Context, key Key, info PodInfo) (Allocation, erro
 			// pending while its write is in flight.
 			w.served()
 			w.stopWaiting()
-			return p.assignLocked(key, info, a, now)
+			return p.assignLocked(key, info, a, now, assigned)
 		}
 		w.startWaiting()
 		if err := p.sleepLocked(ctx, now); err != nil {
-			return Allocation{}, fmt.Errorf("add %s: %w: %w", key, ErrNoAddress, err)
+			return Allocation{}, nil, fmt.Errorf("add %s: %w: %w", key, ErrNoAddress, err)
 		}
 	}
 }
@@ -93,20 +110,36 @@ func (w *addWait) stopWaiting() {
 }
 
 // assignLocked gives a to key and persists it; on a failed write nothing
-// changed.
-func (p *Pool) assignLocked(key Key, info PodInfo, a *addrRec, now time.Time) (Allocation, error) {
+// changed, except that with assigned set (AddWiring) the address is held
+// back until the returned unhold is called.
+func (p *Pool) assignLocked(key Key, info PodInfo, a *addrRec, now time.Time, assigned chan<- Allocation) (Allocation, func(), error) {
 	al := &Allocation{Key: key, PodInfo: info, Addr: a.addr, ENIID: a.eni, Created: now}
 	a.state, a.holder = checkpoint.Assigned, key
 	p.allocs[key] = al
+	sent := false
+	if assigned != nil {
+		select {
+		case assigned <- *al:
+			sent = true
+		default:
+		}
+	}
 	err := p.commitLocked(func() {
 		a.state, a.holder = checkpoint.Free, Key{}
 		delete(p.allocs, key)
+		if sent {
+			p.heldBack[a.addr] = true
+		}
 	}, claim{key: key, addr: a.addr})
 	if err != nil {
-		return Allocation{}, fmt.Errorf("add %s: %w", key, err)
+		var unhold func()
+		if sent {
+			unhold = p.unholdFunc(a.addr)
+		}
+		return Allocation{}, unhold, fmt.Errorf("add %s: %w", key, err)
 	}
 	p.log.Debug("address assigned", "attachment", key.String(), "addr", a.addr, "eni", a.eni)
-	return *al, nil
+	return *al, nil, nil
 }
 
 // sleepLocked releases p.mu until something may have freed an address

@@ -48,9 +48,10 @@ func TestTinyBuckets(t *testing.T) {
 	}
 	began := time.Now()
 	r := e.start(t, executor.Config{Gather: time.Millisecond})
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	waitFor(t, "every node satisfied", 2*time.Minute, func() (bool, error) { return e.satisfied(ctx, want) })
+	// The floor is 76 s; a busy machine lengthens every paced interval.
+	waitFor(t, "every node satisfied", 5*time.Minute, func() (bool, error) { return e.satisfied(ctx, want) })
 	took := time.Since(began)
 	if err := r.stop(t); err != nil {
 		t.Fatalf("Run: %v", err)

@@ -2,8 +2,6 @@ package server
 
 import (
 	"crypto/tls"
-	"log/slog"
-	"net"
 	"runtime"
 	"testing"
 	"time"
@@ -11,10 +9,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-
-	"github.com/allotnet/allot/broker/auth/devca"
-	"github.com/allotnet/allot/broker/etcdembed/etcdembedtest"
-	"github.com/allotnet/allot/broker/store"
 )
 
 // TestConnectionMemory: an idle agent connection (TLS, as agents connect;
@@ -24,35 +18,7 @@ import (
 // clients use small buffers so that the server's side dominates what the
 // process holds.
 func TestConnectionMemory(t *testing.T) {
-	ca, err := devca.New("test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := ca.Server("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := leaf.TLS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Open(etcdembedtest.Start(t), "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := New(Config{
-		Store: st, Leader: fixedLeader("broker-a"), Logger: slog.New(slog.DiscardHandler),
-		ServerOptions: TLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(lis) }()
-	defer srv.Stop(ctxT(t))
+	addr, ca := startTLSServer(t)
 	creds := credentials.NewTLS(&tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS13})
 
 	const conns = 200
@@ -64,7 +30,7 @@ func TestConnectionMemory(t *testing.T) {
 	}
 	before := heap()
 	for range conns {
-		c, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(creds),
+		c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
 			grpc.WithReadBufferSize(512), grpc.WithWriteBufferSize(0))
 		if err != nil {
 			t.Fatal(err)

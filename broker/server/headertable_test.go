@@ -2,16 +2,10 @@ package server
 
 import (
 	"crypto/tls"
-	"log/slog"
-	"net"
 	"testing"
 	"time"
 
 	"golang.org/x/net/http2"
-
-	"github.com/allotnet/allot/broker/auth/devca"
-	"github.com/allotnet/allot/broker/etcdembed/etcdembedtest"
-	"github.com/allotnet/allot/broker/store"
 )
 
 // TestHeaderTableAdvertised: the broker tells every client, in its first
@@ -20,37 +14,8 @@ import (
 // however the agent's headers change from call to call. Over TLS, as
 // agents connect.
 func TestHeaderTableAdvertised(t *testing.T) {
-	ca, err := devca.New("test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := ca.Server("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := leaf.TLS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Open(etcdembedtest.Start(t), "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := New(Config{
-		Store: st, Leader: fixedLeader("broker-a"), Logger: slog.New(slog.DiscardHandler),
-		ServerOptions: TLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(lis) }()
-	defer srv.Stop(ctxT(t))
-
-	conn, err := tls.Dial("tcp", lis.Addr().String(), &tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS13, NextProtos: []string{"h2"}})
+	addr, ca := startTLSServer(t)
+	conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS13, NextProtos: []string{"h2"}})
 	if err != nil {
 		t.Fatal(err)
 	}

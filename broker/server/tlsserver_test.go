@@ -1,0 +1,55 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/allotnet/allot/broker/auth/devca"
+	"github.com/allotnet/allot/broker/etcdembed/etcdembedtest"
+	"github.com/allotnet/allot/broker/store"
+)
+
+// startTLSServer serves a broker over TLS, as agents reach it, with a
+// certificate for 127.0.0.1 from a fresh CA, on real etcd; it is stopped
+// when the test ends. It returns the address and the CA to trust.
+func startTLSServer(t *testing.T) (string, *devca.CA) {
+	t.Helper()
+	ca, err := devca.New("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := ca.Server("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := leaf.TLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(etcdembedtest.Start(t), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(Config{
+		Store: st, Leader: fixedLeader("broker-a"), Logger: slog.New(slog.DiscardHandler),
+		ServerOptions: TLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		srv.Stop(ctx)
+	})
+	return lis.Addr().String(), ca
+}

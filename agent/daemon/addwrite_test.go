@@ -27,13 +27,7 @@ var (
 )
 
 func (s *failingStore) Save(st checkpoint.State) error {
-	s.mu.Lock()
-	s.n++
-	h := s.held
-	s.mu.Unlock()
-	if h != nil {
-		<-h
-	}
+	s.count()
 	if slices.ContainsFunc(st.Allocations, func(al checkpoint.Allocation) bool { return al.ContainerID == s.failFor }) {
 		return errWriteFailed
 	}

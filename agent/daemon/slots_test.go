@@ -22,6 +22,12 @@ type heldStore struct {
 }
 
 func (s *heldStore) Save(st checkpoint.State) error {
+	s.count()
+	return s.next.Save(st)
+}
+
+// count counts a write and waits while writes are held.
+func (s *heldStore) count() {
 	s.mu.Lock()
 	s.n++
 	h := s.held
@@ -29,7 +35,6 @@ func (s *heldStore) Save(st checkpoint.State) error {
 	if h != nil {
 		<-h
 	}
-	return s.next.Save(st)
 }
 
 func (s *heldStore) hold() (release func()) {

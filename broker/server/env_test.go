@@ -9,13 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/allotnet/allot/broker/etcdembed/etcdembedtest"
-	"github.com/allotnet/allot/broker/store"
-	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+
+	"github.com/allotnet/allot/broker/etcdembed/etcdembedtest"
+	"github.com/allotnet/allot/broker/store"
+	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 
 // env is a server on 127.0.0.1 over a fresh embedded etcd, with clients.
@@ -54,27 +55,36 @@ func newEnvOn(t *testing.T, st *store.Store) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	addr := serveLocal(t, srv)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return &env{
+		st: st, srv: srv, addr: addr, conn: conn,
+		node:   allotv1.NewNodeServiceClient(conn),
+		budget: allotv1.NewBudgetServiceClient(conn),
+		admin:  allotv1.NewAdminServiceClient(conn),
+	}
+}
+
+// serveLocal serves srv on a loopback port until the test ends (the
+// cleanups registered after it, such as closing clients, run first) and
+// returns its address.
+func serveLocal(t *testing.T, srv *Server) string {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	go func() { _ = srv.Serve(lis) }()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() {
-		_ = conn.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		srv.Stop(ctx)
 	})
-	return &env{
-		st: st, srv: srv, addr: lis.Addr().String(), conn: conn,
-		node:   allotv1.NewNodeServiceClient(conn),
-		budget: allotv1.NewBudgetServiceClient(conn),
-		admin:  allotv1.NewAdminServiceClient(conn),
-	}
+	return lis.Addr().String()
 }
 
 func ctxT(t *testing.T) context.Context {

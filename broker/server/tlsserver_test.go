@@ -1,12 +1,9 @@
 package server
 
 import (
-	"context"
 	"crypto/tls"
 	"log/slog"
-	"net"
 	"testing"
-	"time"
 
 	"github.com/allotnet/allot/broker/auth/devca"
 	"github.com/allotnet/allot/broker/etcdembed/etcdembedtest"
@@ -41,15 +38,5 @@ func startTLSServer(t *testing.T) (string, *devca.CA) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		srv.Stop(ctx)
-	})
-	return lis.Addr().String(), ca
+	return serveLocal(t, srv), ca
 }

@@ -16,8 +16,9 @@ import (
 // documented table. The engine must learn the real buckets: at most 5% of
 // those calls throttled (without learning, it retried at its model's
 // refill and ~95% of the Creates came back RequestLimitExceeded), and end
-// paced at one token per EC2's interval: learned no shorter than EC2's (up
-// to 8% shorter while it tries a faster pace) and no longer than 1.5x.
+// paced at one token per EC2's interval wherever EC2 refused a call:
+// learned no shorter than EC2's (up to 8% shorter while it tries a faster
+// pace) and no longer than 1.5x.
 //
 // 96 m5.large nodes ask for 25 addresses each: two new ENIs (created
 // full) and the rest assigned on the primary, so 192 Creates, 192 Attaches
@@ -76,10 +77,23 @@ func TestTinyBuckets(t *testing.T) {
 	if share > 0.05 {
 		t.Errorf("%.1f%% of the calls to the tiny buckets throttled, want at most 5%%", 100*share)
 	}
+	// The limiter learns a bucket from its throttles. A class EC2 never
+	// throttled needs nothing learned: Attaches follow their Creates, which
+	// the Create bucket already paces at the Attach bucket's own rate, so
+	// in some runs no Attach comes early enough to be refused.
 	truth := refill * scale // EC2's refill per wall second
-	for _, c := range []ratelimit.Class{ratelimit.CreateNetworkInterface, ratelimit.Mutating, ratelimit.AssignPrivateIPAddresses} {
-		if b := e.lim.Bucket(c); b.Size != 1 || b.Refill > truth*1.1 || b.Refill < truth/1.5 {
-			t.Errorf("%s: the limiter learned %+v, want one token refilled at %.2f/s, at most 1.1x faster or 1.5x slower", c, b, truth)
+	for c, api := range map[ratelimit.Class]string{
+		ratelimit.CreateNetworkInterface:   "CreateNetworkInterface",
+		ratelimit.Mutating:                 "AttachNetworkInterface",
+		ratelimit.AssignPrivateIPAddresses: "AssignPrivateIpAddresses",
+	} {
+		b := e.lim.Bucket(c)
+		if got[api].Throttled == 0 {
+			t.Logf("%s: never throttled, the limiter keeps %+v", c, b)
+			continue
+		}
+		if b.Size != 1 || b.Refill > truth*1.1 || b.Refill < truth/1.5 {
+			t.Errorf("%s: %d throttled, the limiter learned %+v, want one token refilled at %.2f/s, at most 1.1x faster or 1.5x slower", c, got[api].Throttled, b, truth)
 		}
 	}
 	e.checkNoDuplicates(t)

@@ -69,6 +69,7 @@ func (e *Engine) round(ctx context.Context, rs *runState) error {
 	planFree := func(n string) bool { return !busyBefore[n] && !notIdle[n] && !held[n] }
 	e.plan(rs, snap, queued, planFree, now)
 	ph.mark(phasePlan)
+	e.forgetDeparted(rs, snap)
 	e.proposeReleases(ctx, rs, snap, planFree, now, mayPropose)
 	e.publishStatus(ctx, rs, snap.statusIDs())
 	ph.mark(phaseRelease)

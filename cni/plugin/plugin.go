@@ -1,7 +1,6 @@
 package plugin
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -94,9 +93,7 @@ func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
 	if w := TimeoutWarning(c.conf.timeout); w != "" {
 		p.log(c.conf).Warn("ADD timeout too long for the runtime", "timeout", c.conf.timeout.String(), "why", w)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.conf.timeout)
-	defer cancel()
-	body, err := p.call(ctx, span, c.conf.AgentSocket, cniwire.MethodAdd, c.req.Marshal())
+	body, err := p.call(deadline(c.conf.timeout), span, c.conf.AgentSocket, cniwire.MethodAdd, c.req.Marshal())
 	if err != nil {
 		return agentError("ADD", err)
 	}
@@ -177,9 +174,7 @@ func (p *Plugin) Del(args *skel.CmdArgs) (err error) {
 	if prev, err := c.conf.parsePrevResult(); err == nil {
 		c.req.PrevResult = prev
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.conf.bound(DelTimeout))
-	defer cancel()
-	_, err = p.call(ctx, span, c.conf.AgentSocket, cniwire.MethodDel, c.req.Marshal())
+	_, err = p.call(deadline(c.conf.bound(DelTimeout)), span, c.conf.AgentSocket, cniwire.MethodDel, c.req.Marshal())
 	if err == nil {
 		return nil
 	}
@@ -234,9 +229,7 @@ func (p *Plugin) Check(args *skel.CmdArgs) (err error) {
 		return types.NewError(types.ErrInvalidNetworkConfig, "CHECK needs a prevResult", "the runtime must pass the ADD result as prevResult")
 	}
 	c.req.PrevResult = prev
-	ctx, cancel := context.WithTimeout(context.Background(), c.conf.timeout)
-	defer cancel()
-	if _, err := p.call(ctx, span, c.conf.AgentSocket, cniwire.MethodCheck, c.req.Marshal()); err != nil {
+	if _, err := p.call(deadline(c.conf.timeout), span, c.conf.AgentSocket, cniwire.MethodCheck, c.req.Marshal()); err != nil {
 		return agentError("CHECK", err)
 	}
 	return nil
@@ -259,9 +252,7 @@ func (p *Plugin) GC(args *skel.CmdArgs) (err error) {
 	for _, a := range valid {
 		req.Valid = append(req.Valid, cniwire.Attachment{Network: conf.Name, ContainerID: a.ContainerID, IfName: a.IfName})
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), conf.timeout)
-	defer cancel()
-	if _, err := p.call(ctx, span, conf.AgentSocket, cniwire.MethodGC, req.Marshal()); err != nil {
+	if _, err := p.call(deadline(conf.timeout), span, conf.AgentSocket, cniwire.MethodGC, req.Marshal()); err != nil {
 		return agentError("GC", err)
 	}
 	return nil
@@ -277,13 +268,18 @@ func (p *Plugin) Status(args *skel.CmdArgs) (err error) {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), conf.bound(StatusTimeout))
-	defer cancel()
-	if _, err := p.call(ctx, span, conf.AgentSocket, cniwire.MethodStatus, nil); err != nil {
+	if _, err := p.call(deadline(conf.bound(StatusTimeout)), span, conf.AgentSocket, cniwire.MethodStatus, nil); err != nil {
 		return agentError("STATUS", err)
 	}
 	return nil
 }
+
+// deadline is when a call bounded by d, starting now, must be over. Calls
+// take a time rather than a context: a context with a deadline sets a
+// runtime timer, and a Go process's first timer starts its network poller
+// (an epoll instance and a thread waiting in it), start-up cost that every
+// exec of the plugin would pay for nothing.
+func deadline(d time.Duration) time.Time { return time.Now().Add(d) }
 
 func (p *Plugin) now() time.Time {
 	if p.Now != nil {

@@ -8,15 +8,25 @@ import (
 	"time"
 )
 
-// Call makes one call to the agent serving socket and returns the
+// Call is CallBy with ctx's deadline (none if it has none); nothing else of
+// ctx is watched (a CNI command has no other cancellation).
+func Call(ctx context.Context, socket string, hello time.Duration, req Request) ([]byte, error) {
+	deadline, _ := ctx.Deadline()
+	return CallBy(deadline, socket, hello, req)
+}
+
+// CallBy makes one call to the agent serving socket and returns the
 // response's body, or an *Error: the agent's, or Unavailable when no agent
 // could be reached (no socket, nothing listening, an agent that closed the
 // connection or did not send its preamble within hello), or
-// DeadlineExceeded when ctx's deadline passed first. ctx's deadline is sent
-// to the agent as the call's timeout and bounds the whole call; nothing
-// else of ctx is watched (a CNI command has no other cancellation).
-func Call(ctx context.Context, socket string, hello time.Duration, req Request) ([]byte, error) {
-	deadline, hasDeadline := ctx.Deadline()
+// DeadlineExceeded when the deadline passed first. The deadline (zero:
+// none) is sent to the agent as the call's timeout and bounds the whole
+// call. It is a time, not a context, so that a plugin process needs no
+// runtime timer: the first timer a Go process sets starts its network
+// poller (an epoll instance and a thread waiting in it), which a call on
+// a blocking socket does not otherwise need.
+func CallBy(deadline time.Time, socket string, hello time.Duration, req Request) ([]byte, error) {
+	hasDeadline := !deadline.IsZero()
 	if hasDeadline {
 		req.Timeout = time.Until(deadline)
 		if req.Timeout <= 0 {

@@ -3,6 +3,9 @@ package brokerlink
 import (
 	"errors"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 )
 
@@ -15,3 +18,14 @@ func isNotFound(err error) bool { return errors.Is(rpcerr.Error(err), rpcerr.Err
 
 // isWrongState: the broker's record already holds a different answer.
 func isWrongState(err error) bool { return errors.Is(rpcerr.Error(err), rpcerr.ErrWrongState) }
+
+// isBusy: the broker did not take the call now (it refused it as busy,
+// could not be reached, or did not answer in time); the call is worth
+// trying again later, after a backoff.
+func isBusy(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded:
+		return true
+	}
+	return false
+}

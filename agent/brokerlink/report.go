@@ -28,7 +28,30 @@ type reporter struct {
 	excess       int
 	usageDirty   bool
 	registeredOK bool
+	// backoff is the wait after the last failed demand or usage call
+	// (zero after a success), and retryAt when the next may go out.
+	backoff time.Duration
+	retryAt time.Time
 }
+
+// failed backs the reporter off after a call the broker did not take
+// (isBusy): exponentially from BackoffMin to BackoffMax, with jitter, so
+// that agents a busy broker refused together do not all come back
+// together. Other failures are tried again at the next usage tick, as
+// before.
+func (r *reporter) failed(cfg *Config, err error) {
+	if !isBusy(err) {
+		return
+	}
+	r.backoff = min(max(2*r.backoff, cfg.BackoffMin), cfg.BackoffMax)
+	r.retryAt = time.Now().Add(jitter(r.backoff))
+}
+
+// succeeded ends the backoff.
+func (r *reporter) succeeded() { r.backoff, r.retryAt = 0, time.Time{} }
+
+// waiting reports whether the reporter is backing off now.
+func (r *reporter) waiting() bool { return !r.retryAt.IsZero() && time.Now().Before(r.retryAt) }
 
 // reportLoop tells the broker what the pool needs and holds.
 //
@@ -43,7 +66,9 @@ type reporter struct {
 //
 // Usage goes out in batches, at most once per UsageInterval and only when
 // it changed. Both are sent again after every registration, and retried
-// while the broker is unreachable.
+// while the broker is unreachable or busy: after a failed call neither goes
+// out again before a backoff (exponential, with jitter) has passed, and
+// then at the next usage tick.
 func (l *Link) reportLoop(ctx context.Context) {
 	usage := time.NewTicker(l.cfg.UsageInterval)
 	defer usage.Stop()
@@ -59,6 +84,7 @@ func (l *Link) reportLoop(ctx context.Context) {
 			return
 		case <-l.kick:
 			r.demandSent, r.usageSent, r.registeredOK = false, false, true
+			r.succeeded() // the broker just answered the registration
 			l.sendDemand(ctx, &r)
 			l.sendUsage(ctx, &r, true)
 		case <-l.pool.Changed():
@@ -106,6 +132,10 @@ func (l *Link) sendDemand(ctx context.Context, r *reporter) {
 	if !r.registeredOK {
 		return
 	}
+	if r.waiting() {
+		r.demandSent = false // the usage tick states it once the backoff ends
+		return
+	}
 	l.seenMu.Lock()
 	l.mu.Lock()
 	known := l.status.Known
@@ -133,6 +163,7 @@ func (l *Link) sendDemand(ctx context.Context, r *reporter) {
 	})
 	if err != nil {
 		r.demandSent = false
+		r.failed(&l.cfg, err)
 		if ctx.Err() == nil {
 			l.log.Warn("demand not sent; will retry", "pending", d.Pending, "warm_shortfall", d.WarmShortfall,
 				"known", known, "err", err)
@@ -140,6 +171,7 @@ func (l *Link) sendDemand(ctx context.Context, r *reporter) {
 		return
 	}
 	r.demandSent, r.demand, r.known = true, d, known
+	r.succeeded()
 	l.mu.Lock()
 	l.status.Demand = d
 	l.mu.Unlock()
@@ -151,7 +183,7 @@ func (l *Link) sendDemand(ctx context.Context, r *reporter) {
 // that changed since the last report. Addresses the broker doesn't list on
 // the node are left out: it would refuse the whole report for them.
 func (l *Link) sendUsage(ctx context.Context, r *reporter, force bool) {
-	if !r.registeredOK || (!force && !r.usageDirty && r.usageSent) {
+	if !r.registeredOK || (!force && !r.usageDirty && r.usageSent) || r.waiting() {
 		return
 	}
 	assigned, free := l.pool.Usage()
@@ -180,12 +212,14 @@ func (l *Link) sendUsage(ctx context.Context, r *reporter, force bool) {
 	defer cancel()
 	if _, err := l.client.ReportUsage(cctx, req); err != nil {
 		r.usageSent = false
+		r.failed(&l.cfg, err)
 		if ctx.Err() == nil {
 			l.log.Warn("usage not reported; will retry", "seq", seq, "err", err)
 		}
 		return
 	}
 	r.usageSent, r.assigned, r.free, r.excess = true, assigned, free, excess
+	r.succeeded()
 }
 
 // heartbeat renews the liveness lease, and refreshes the registration while

@@ -132,6 +132,7 @@ func (b *Broker) buildServer(cli *clientv3.Client) error {
 	b.srv, err = server.New(server.Config{
 		Store: b.st, Leader: b.el, Checker: b.checker(), Logger: b.log, NodeTTL: cfg.NodeTTL, Coalesce: cfg.Coalesce,
 		RecentLogs:         cfg.RecentLogs,
+		MaxAgentCalls:      cfg.MaxAgentCalls,
 		Instances:          b.view,
 		InstanceTypes:      b.ec2,
 		Subnets:            b.ec2,

@@ -63,6 +63,11 @@ type Config struct {
 	// Coalesce is how long the server's watch streams let a burst of
 	// changes settle; default 50ms.
 	Coalesce time.Duration
+	// MaxAgentCalls bounds the agents' calls that read or write etcd that
+	// the replica runs at once; beyond it a call is refused as busy and
+	// the agent retries with backoff (server.Config.MaxAgentCalls).
+	// Default server.DefaultMaxAgentCalls; negative: no total bound.
+	MaxAgentCalls int
 	// ShutdownTimeout bounds how long in-flight calls may run once Run's
 	// context ends. Default 10s.
 	ShutdownTimeout time.Duration

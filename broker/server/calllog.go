@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 )
@@ -46,6 +47,10 @@ func streamCallLog(log *slog.Logger) grpc.StreamServerInterceptor {
 func logCall(ctx context.Context, log *slog.Logger, fullMethod, kind string, start time.Time, err error) {
 	code := status.Code(err)
 	level := codeToLevel(code)
+	if code == codes.Unavailable && isBusy(err) {
+		// Summed up by the gate: while the broker is busy there are many.
+		level = slog.LevelDebug
+	}
 	if !log.Enabled(ctx, level) {
 		return
 	}

@@ -21,7 +21,8 @@ import (
 
 // serverOptions is the middleware every call passes, outermost first:
 // OpenTelemetry (stats handler), the call log (calllog.go), recovery, the domain-error table,
-// the caller's interceptors (unary, stream), and validation right around
+// the caller's interceptors (unary, stream; the server adds its bound on
+// the agents' calls, callGate, last of them), and validation right around
 // the handler, so handlers and interceptors return plain wrapped errors and
 // nothing else decides a code.
 //

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"time"
 
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
@@ -51,6 +52,12 @@ type Config struct {
 	// hub mishandled; every resync reads every record and recomputes every
 	// node's state, which at thousands of nodes is not free.
 	Resync time.Duration
+	// MaxAgentCalls bounds the agents' calls that read or write etcd the
+	// server runs at once (callGate); a call beyond it is refused at once
+	// with codes.Unavailable and the agent retries with backoff.
+	// DefaultMaxAgentCalls if zero; negative leaves only the bound of one
+	// call of each kind per node.
+	MaxAgentCalls int
 	// HealthInterval is how often etcd reachability is checked for the
 	// health service; 5s if zero.
 	HealthInterval time.Duration
@@ -72,6 +79,7 @@ type Server struct {
 	grpc   *grpc.Server
 	health *health.Server
 	hub    *hub
+	gate   *callGate
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -108,9 +116,14 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.MaxAgentCalls == 0 {
+		cfg.MaxAgentCalls = DefaultMaxAgentCalls
+	}
 	log := cfg.Logger.With("component", "grpc")
 
-	opts := append(serverOptions(log, cfg.UnaryInterceptors, cfg.StreamInterceptors), cfg.ServerOptions...)
+	gate := newCallGate(cfg.MaxAgentCalls, log, time.Now)
+	unary := append(slices.Clip(cfg.UnaryInterceptors), gate.unary)
+	opts := append(serverOptions(log, unary, cfg.StreamInterceptors), cfg.ServerOptions...)
 	gs := grpc.NewServer(opts...)
 	h := newHub(cfg.Store, log, cfg.Coalesce, cfg.Resync)
 	allotv1.RegisterNodeServiceServer(gs, &nodeService{
@@ -124,7 +137,7 @@ func New(cfg Config) (*Server, error) {
 	reflection.Register(gs)
 
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{cfg: cfg, grpc: gs, health: hs, hub: h, cancel: cancel, done: make(chan struct{})}
+	s := &Server{cfg: cfg, grpc: gs, health: hs, hub: h, gate: gate, cancel: cancel, done: make(chan struct{})}
 	s.setServing(false)
 	go h.run(ctx)
 	go func() {
@@ -133,6 +146,11 @@ func New(cfg Config) (*Server, error) {
 	}()
 	return s, nil
 }
+
+// RefusedCalls is how many agent calls the server refused as busy
+// (MaxAgentCalls, or an earlier call of the same kind of the node still in
+// progress) since it started.
+func (s *Server) RefusedCalls() int64 { return s.gate.Refused() }
 
 // GRPC returns the underlying server, to register more services.
 func (s *Server) GRPC() *grpc.Server { return s.grpc }

@@ -41,9 +41,16 @@ type Broker struct {
 	changed  chan struct{} // closed and replaced on every change
 	calls    map[string]int
 	failAck  error
+	failNext map[string]failN
 	auto     bool
 	releases map[string]*release
 	nextRel  int
+}
+
+// failN makes the next n calls of a method fail with err.
+type failN struct {
+	n   int
+	err error
 }
 
 type node struct {
@@ -66,7 +73,7 @@ type release struct {
 func Start(t testing.TB, w *world.World) *Broker {
 	t.Helper()
 	b := &Broker{world: w, nodes: map[string]*node{}, changed: make(chan struct{}), calls: map[string]int{},
-		releases: map[string]*release{}}
+		releases: map[string]*release{}, failNext: map[string]failN{}}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -114,6 +121,15 @@ func (b *Broker) FailAcks(err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.failAck = err
+}
+
+// FailNext makes the next n calls of method ("SetDemand", ...) fail with
+// err, as a busy broker refuses calls (codes.Unavailable) or a broker
+// turns one down.
+func (b *Broker) FailNext(method string, n int, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.failNext[method] = failN{n: n, err: err}
 }
 
 // Calls returns how many times method ("Register", "SetDemand", ...) was
@@ -314,6 +330,11 @@ func (b *Broker) begin(method string) error {
 	b.calls[method]++
 	if b.down {
 		return status.Error(codes.Unavailable, "fake broker is down")
+	}
+	if f := b.failNext[method]; f.n > 0 {
+		f.n--
+		b.failNext[method] = f
+		return f.err
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/allotnet/allot/broker/executor"
 	"github.com/allotnet/allot/broker/leader"
 	"github.com/allotnet/allot/broker/planner"
+	"github.com/allotnet/allot/broker/server"
 	"github.com/allotnet/allot/broker/subnets"
 	"github.com/allotnet/allot/internal/buildinfo"
 	"github.com/allotnet/allot/internal/logfmt"
@@ -58,6 +59,7 @@ type config struct {
 
 	electionTTL     time.Duration
 	nodeTTL         time.Duration
+	maxAgentCalls   int
 	shutdownTimeout time.Duration
 	log             logfmt.Options
 
@@ -136,6 +138,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		"or fewest-calls (fill existing ENIs first); naive (each node alone, first fit, new ENIs created empty) is for benchmark comparison only")
 	fs.DurationVar(&c.electionTTL, "election-ttl", leader.DefaultTTL, "leader session TTL: how long a dead leader keeps the lead (a standby's first EC2 call comes within about twice this)")
 	fs.DurationVar(&c.nodeTTL, "node-ttl", 30*time.Second, "how long a node counts as alive after its last heartbeat")
+	fs.IntVar(&c.maxAgentCalls, "max-agent-calls", server.DefaultMaxAgentCalls, "how many of the agents' calls that read or write etcd "+
+		"(all but heartbeats and watch streams) the broker runs at once; beyond it, and for a node whose earlier call of the same kind still runs, "+
+		"a call is refused as busy (UNAVAILABLE) and the agent retries with backoff; -1: no total bound")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight calls may run after SIGTERM")
 	fs.Var(&c.memLimit, "memory-limit", "soft limit on the Go runtime's memory, e.g. 450MiB: the garbage collector works harder near it "+
 		"instead of letting the heap grow to twice what is live; auto: GOMEMLIMIT if set, else 85% of the container's memory limit "+

@@ -114,6 +114,7 @@ func brokerConfig(ctx context.Context, cfg config, log *slog.Logger) (brokerd.Co
 		PodSubnets:      cfg.podSubnets,
 		ElectionTTL:     cfg.electionTTL,
 		NodeTTL:         cfg.nodeTTL,
+		MaxAgentCalls:   cfg.maxAgentCalls,
 		ShutdownTimeout: cfg.shutdownTimeout,
 		Logger:          log,
 	}

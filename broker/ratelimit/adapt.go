@@ -50,6 +50,17 @@ import (
 //     throttle at enough says the pressure grew (or that EC2's bucket holds
 //     more than one token, so accepted calls proved less): the pause grows
 //     by a tenth, then doubles per throttle, and the search starts over.
+//   - The bound above is loose by the round trips on either side of the
+//     pause, so once EC2's interval is within a few round trips of the
+//     model's (the pressure came from another tool for a moment, and went)
+//     shorter pauses teach nothing and the bucket would stay paced at a
+//     fraction of the model for good: one call out at a time can go no
+//     faster than one per round trip. So a settled bucket whose pause is
+//     within leaveRatio of the model's interval tries the model itself
+//     after the same 100 accepted calls, starting slowly as a new bucket
+//     does. A throttle within the quiet period after that puts it back to
+//     the pause it had, and the next try waits for twice as many accepted
+//     calls (up to leaveMax); a try that holds that long has left pacing.
 //   - The rate never drops below a thousandth of the model's.
 //
 // A bucket that is never throttled never becomes paced: with EC2's limits as
@@ -61,6 +72,8 @@ const (
 	speedUpEvery = 100
 	quietPeriod  = time.Hour
 	floorShare   = 1000
+	leaveRatio   = 4
+	leaveMax     = 32 * speedUpEvery
 )
 
 // pacing is a paced bucket's state.
@@ -77,6 +90,8 @@ type pacing struct {
 	found            bool          // a paced call has been accepted
 	probing          bool          // trying shorter pauses after a settled one (speed-up)
 	quietSince       time.Time
+	leaveEvery       int  // accepted calls in a row before trying the model
+	leave            bool // try the model now
 }
 
 // ticket is one caller's place in a paced bucket's line; it is not empty
@@ -97,13 +112,21 @@ func (p *pacing) wake() {
 	p.changed = make(chan struct{})
 }
 
-// startPacing makes b paced after its first throttle. l.mu is held.
+// startPacing makes b paced after its first throttle, or after a throttle
+// while it tried the model again (then it resumes the pause it had, and the
+// next try waits twice as long). l.mu is held.
 func (l *Limiter) startPacing(c Class, b *bucket, now time.Time) {
 	model := time.Duration(float64(time.Second) / l.model(c).Refill)
-	b.pace = &pacing{
+	p := &pacing{
 		lastOK: now, changed: make(chan struct{}), model: model, max: model * floorShare,
-		pause: searchGrowth * model, quietSince: now,
+		pause: searchGrowth * model, quietSince: now, leaveEvery: speedUpEvery,
 	}
+	if b.leaving {
+		p.pause, p.enough, p.tooShort, p.found = b.resume, b.resume, settledBelow(b.resume), true
+		p.leaveEvery = min(2*b.leaveEvery, leaveMax)
+		b.leaving = false
+	}
+	b.pace = p
 	b.tokens, b.held = 0, 0
 	b.epoch++
 	b.wake()
@@ -133,8 +156,12 @@ func (l *Limiter) pacedDone(b *bucket, sent, lastSent, now time.Time, o Outcome)
 	}
 	p.lastOK = now
 	p.accepted(gap, span, now, l.scale)
-	if p.pause <= p.model {
-		// Back at the model's rate: the pressure has gone.
+	if p.pause <= p.model || p.leave {
+		// Back at the model's rate, or trying it: the pressure has gone,
+		// or may have.
+		if p.leave {
+			b.leaving, b.leftAt, b.resume, b.leaveEvery = true, now, p.enough, p.leaveEvery
+		}
 		b.pace = nil
 		b.epoch++
 		b.tokens = 1
@@ -192,7 +219,14 @@ func (p *pacing) accepted(gap, span time.Duration, now time.Time, scale float64)
 		p.probing = false
 	}
 	quiet := now.Sub(p.quietSince) >= time.Duration(float64(quietPeriod)/scale)
-	if settled && (p.streak >= speedUpEvery || quiet) {
+	near := p.enough <= leaveRatio*p.model
+	if settled && near && (p.streak >= p.leaveEvery || quiet) {
+		// Within a few round trips of the model: shorter pauses would
+		// teach nothing, so try the model itself.
+		p.leave = true
+		return
+	}
+	if settled && !near && (p.streak >= speedUpEvery || quiet) {
 		// Try a shorter pause once: next() lands on speedUpStep*enough.
 		p.tooShort = time.Duration(float64(p.enough) * speedUpStep * speedUpStep)
 		p.streak, p.quietSince = 0, now

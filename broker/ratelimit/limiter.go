@@ -70,6 +70,15 @@ type bucket struct {
 	// acceptedSent is the latest send of a call EC2 accepted (adapt.go
 	// bounds EC2's refill interval by it).
 	acceptedSent time.Time
+	// leaving is set for the quiet period after a paced bucket went back
+	// to the model (adapt.go, leave) at leftAt: resume is the pause it goes
+	// back to if EC2 throttles meanwhile, and leaveEvery how many accepted
+	// calls in a row its next try waits for (doubling after each try that
+	// failed).
+	leaving    bool
+	leftAt     time.Time
+	resume     time.Duration
+	leaveEvery int
 }
 
 // New returns a limiter whose buckets start full.

@@ -58,6 +58,11 @@ func (t Turn) Done(o Outcome) {
 		}
 		return
 	}
+	if b.leaving && o == Accepted && now.Sub(b.leftAt) >= time.Duration(float64(quietPeriod)/l.scale) {
+		// A paced bucket's try of the model held for the quiet period:
+		// the pressure is gone.
+		b.leaving, b.resume, b.leaveEvery = false, 0, 0
+	}
 	switch {
 	case b.pace != nil:
 		l.pacedDone(b, t.sent, lastSent, now, o)

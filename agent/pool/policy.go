@@ -161,8 +161,13 @@ func Shortfall(t Targets, l Limits, s Stats) int {
 // targets keep free, with aws-vpc-cni's meaning: WarmIPs, and MinimumIPs
 // less the assigned addresses, win over WarmENIs; in prefix mode
 // WarmPrefixes whole prefixes are kept as well; WarmENIs keeps that many
-// ENIs' worth. With no target set (or WarmENIs with unknown limits)
-// nothing is excess: the pool never shrinks on a guess.
+// ENIs' worth, and counts the excess beyond them in whole ENIs' worth too:
+// the pool grows by whole ENIs' worth under WarmENIs (Shortfall), so an
+// excess of part of one would give back, minutes later, part of what the
+// last growth brought, and ask for it again at the next pods (aws-vpc-cni
+// never trims addresses under WARM_ENI_TARGET at all). With no target set
+// (or WarmENIs with unknown limits) nothing is excess: the pool never
+// shrinks on a guess.
 func Excess(t Targets, l Limits, assigned, free int) int {
 	keep := max(t.WarmIPs, t.MinimumIPs-assigned, 0)
 	switch per := perENI(t, l); {
@@ -170,7 +175,7 @@ func Excess(t Targets, l Limits, assigned, free int) int {
 		keep = max(keep, t.WarmPrefixes*allotv1.PrefixSize)
 	case t.ipTargets():
 	case !t.PrefixMode && t.WarmENIs > 0 && per > 0:
-		keep = t.WarmENIs * per
+		return max(free-t.WarmENIs*per, 0) / per * per
 	default:
 		return 0
 	}

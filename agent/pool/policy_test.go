@@ -160,6 +160,9 @@ func TestExcess(t *testing.T) {
 		{"minimum ip: beyond it", Targets{MinimumIPs: 10}, m5large, 8, 5, 3},
 		{"warm and minimum: the larger keep wins", Targets{WarmIPs: 2, MinimumIPs: 10}, m5large, 0, 5, 0},
 		{"warm eni keeps one ENI's worth", Targets{WarmENIs: 1}, m5large, 0, 18, 9},
+		{"warm eni: less than an ENI's worth beyond it is kept", Targets{WarmENIs: 1}, m5large, 3, 17, 0},
+		{"warm eni: excess in whole ENIs' worth", Targets{WarmENIs: 1}, m5large, 0, 35, 18},
+		{"two warm enis", Targets{WarmENIs: 2}, m5large, 0, 35, 9},
 		{"ip targets win over warm eni", Targets{WarmENIs: 1, WarmIPs: 3}, m5large, 0, 18, 15},
 		{"warm eni with unknown limits: nothing", Targets{WarmENIs: 1}, Limits{}, 0, 18, 0},
 		{"prefix target keeps whole prefixes", pd(Targets{WarmPrefixes: 1}), m5large, 1, 47, 31},
@@ -184,5 +187,31 @@ func TestStatsOf(t *testing.T) {
 	want := Stats{ENIs: 2, Total: 4 + 48, Assigned: 2 + 1, Cooling: 1 + 1, Releasing: 1 + 16, Prefixes: 3, FreePrefixes: 2}
 	if got != want {
 		t.Fatalf("StatsOf = %+v, want %+v", got, want)
+	}
+}
+
+// TestGrowthIsNotExcess: whatever the pool holds, the addresses the warm
+// targets ask for (Shortfall) are not excess once they arrive. Under a
+// warm ENI target the pool grows by whole ENIs' worth; an excess of part
+// of the ENI just filled would be proposed back minutes later and asked
+// for again at the next pods.
+func TestGrowthIsNotExcess(t *testing.T) {
+	c5xlarge := Limits{MaxENIs: 4, IPv4PerENI: 15}
+	for _, tg := range []Targets{{WarmENIs: 1}, {WarmENIs: 2}, {WarmIPs: 5}, {MinimumIPs: 20}, {WarmIPs: 3, MinimumIPs: 12}} {
+		for _, l := range []Limits{m5large, c5xlarge} {
+			capacity := Capacity(tg, l)
+			for total := 0; total <= capacity; total++ {
+				for assigned := 0; assigned <= total; assigned++ {
+					need := Shortfall(tg, l, Stats{Total: total, Assigned: assigned})
+					if need == 0 {
+						continue
+					}
+					if ex := Excess(tg, l, assigned, total+need-assigned); ex != 0 {
+						t.Fatalf("%+v on %+v: %d assigned of %d, the targets asked for %d more, and then call %d excess",
+							tg, l, assigned, total, need, ex)
+					}
+				}
+			}
+		}
 	}
 }

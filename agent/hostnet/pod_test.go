@@ -84,6 +84,9 @@ func assertHostSide(t *testing.T, n *testNode, p *testPod, rules []netlink.Rule)
 	if host.Type() != "veth" || host.Attrs().Flags&net.FlagUp == 0 {
 		t.Errorf("host veth %s: type %s flags %v, want an up veth", name, host.Type(), host.Attrs().Flags)
 	}
+	if q := host.Attrs(); q.NumTxQueues != vethQueues || q.NumRxQueues != vethQueues {
+		t.Errorf("host veth %s: %d transmit and %d receive queues, want %d of each", name, q.NumTxQueues, q.NumRxQueues, vethQueues)
+	}
 	if got, ok := parseAlias(host.Attrs().Alias); !ok || got != p.cfg.Attachment {
 		t.Errorf("host veth alias %q, want the attachment %v", host.Attrs().Alias, p.cfg.Attachment)
 	}
@@ -124,6 +127,9 @@ func assertPodSide(t *testing.T, n *testNode, p *testPod) {
 	if pod.Type() != "veth" || pod.Attrs().Flags&net.FlagUp == 0 || pod.Attrs().HardwareAddr.String() != p.res.PodMAC {
 		t.Errorf("pod eth0: type %s flags %v mac %s, want an up veth with mac %s",
 			pod.Type(), pod.Attrs().Flags, pod.Attrs().HardwareAddr, p.res.PodMAC)
+	}
+	if q := pod.Attrs(); q.NumTxQueues != vethQueues || q.NumRxQueues != vethQueues {
+		t.Errorf("pod eth0: %d transmit and %d receive queues, want %d of each", q.NumTxQueues, q.NumRxQueues, vethQueues)
 	}
 	addrs, _ := p.ns.NL.AddrList(pod, unix.AF_INET)
 	if len(addrs) != 1 || addrs[0].IPNet.String() != p.cfg.Address.String()+"/32" {

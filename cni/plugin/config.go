@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -131,13 +130,14 @@ func knownKey(k string) bool {
 // errors the runtime shows to the operator.
 func parseNetConf(stdin []byte) (*NetConf, error) {
 	conf := &NetConf{}
-	if err := json.Unmarshal(stdin, conf); err != nil {
-		return nil, types.NewError(types.ErrDecodingFailure, "cannot parse network config", err.Error())
+	unknown, err := decodeNetConf(stdin, conf)
+	if err != nil {
+		return nil, err
 	}
 	if conf.Type == "" {
 		return nil, types.NewError(types.ErrInvalidNetworkConfig, "network config has no plugin type", `set "type": "allot"`)
 	}
-	if err := checkKeys(stdin); err != nil {
+	if err := unknownKeys(unknown); err != nil {
 		return nil, err
 	}
 	if conf.AgentSocket == "" {
@@ -170,28 +170,6 @@ func parseNetConf(stdin []byte) (*NetConf, error) {
 		conf.timeout = d
 	}
 	return conf, nil
-}
-
-// checkKeys refuses keys in allot's section that neither allot nor the CNI
-// spec defines.
-func checkKeys(stdin []byte) error {
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(stdin, &raw); err != nil {
-		return types.NewError(types.ErrDecodingFailure, "cannot parse network config", err.Error())
-	}
-	var unknown []string
-	for k := range raw {
-		if !knownKey(k) {
-			unknown = append(unknown, strconv.Quote(k))
-		}
-	}
-	if len(unknown) == 0 {
-		return nil
-	}
-	slices.Sort(unknown)
-	return types.NewError(types.ErrInvalidNetworkConfig,
-		"unknown key "+strings.Join(unknown, ", ")+" in allot's network config",
-		`allot's keys are "agentSocket", "timeout" and "delQueueDir"; check the spelling`)
 }
 
 // bound returns the timeout for a call limited to at most limit.

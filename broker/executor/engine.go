@@ -299,6 +299,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	}
 	wg.Wait()
 	e.publishers.Wait()
+	e.inst.Wait()
 	if cause := context.Cause(ctx); !errors.Is(cause, context.Canceled) && !errors.Is(cause, context.DeadlineExceeded) {
 		return cause
 	}

@@ -42,20 +42,19 @@ func (e *Engine) round(ctx context.Context, rs *runState) error {
 	if err != nil {
 		return err
 	}
-	changed, infoErr := e.inst.Ensure(ctx, instances.View{
+	// What the nodes' instance facts lack is described and recorded apart
+	// from the round (EC2 calls, etcd reads and writes); a later round,
+	// woken by those writes, plans with them.
+	e.inst.StartEnsure(ctx, instances.View{
 		Nodes: snap.nodes, Subnets: snap.ensureView(),
 		HasPrimary: func(id string) bool { _, ok := snap.primary(id); return ok },
-	}, now)
-	if infoErr != nil {
-		e.stopIfDeposed(rs, infoErr)
-		e.log.Warn("describing node info", "err", infoErr)
-	}
-	ph.mark(phaseDescribe)
-	if changed {
-		if snap, err = e.current(ctx, ph); err != nil {
-			return err
+	}, now, func(_ bool, err error) {
+		if err != nil && ctx.Err() == nil {
+			e.stopIfDeposed(rs, err)
+			e.log.Warn("describing node info", "err", err)
 		}
-	}
+	})
+	ph.mark(phaseDescribe)
 	now = e.cfg.Clock.Now()
 	free := func(node string) bool { return !busyBefore[node] && rs.idle(node, now) }
 	e.quarantine(snap)

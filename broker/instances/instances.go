@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/allotnet/allot/broker/ec2client"
@@ -52,6 +53,10 @@ type Manager struct {
 	mu     sync.Mutex
 	types  map[string]planner.Limits
 	failed map[string]time.Time // what a describe did not find -> not again before
+
+	// passing is set while a pass StartEnsure started runs.
+	passing atomic.Bool
+	passes  sync.WaitGroup
 }
 
 // New returns a manager that describes through ec2 and records in st; a

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/allotnet/allot/agent/brokerlink/brokertest"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -77,4 +79,26 @@ func TestBusyBrokerBackoff(t *testing.T) {
 		t.Fatalf("retried: %d calls (sent %v), want 5, sent", got, r.demandSent)
 	}
 	f.waitKnown(2, "known 2", nil)
+}
+
+// A demand call that waits for a slow broker does not hold back the
+// node's heartbeats: they go out from a goroutine of their own, so the
+// node is not taken for gone while its calls wait.
+func TestHeartbeatsWhileDemandWaits(t *testing.T) {
+	f := newFixtureWith(t, func(c *Config) { c.HeartbeatInterval = 10 * time.Millisecond })
+	f.waitKnown(0, "the first demand", nil)
+	entered, release := f.broker.Hold("SetDemand")
+	defer release()
+	f.deliver(2) // a new snapshot: the reporter states the demand again
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no demand call came to wait")
+	}
+	beats := f.broker.Calls("Heartbeat")
+	brokertest.WaitFor(t, 10*time.Second, "three heartbeats while the demand call waits", func() bool {
+		return f.broker.Calls("Heartbeat") >= beats+3
+	})
+	release()
+	f.waitKnown(2, "the demand once the broker answers", nil)
 }

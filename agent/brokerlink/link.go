@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -179,6 +180,12 @@ type Link struct {
 	// recalc asks the reporter to recompute the demand (what is awaited
 	// from IMDS changed).
 	recalc chan struct{}
+	// relimit asks the reporter to register again for the node's limits,
+	// which the broker had not learnt at the last heartbeat.
+	relimit chan struct{}
+	// beating is set once the node has registered: heartbeats go out from
+	// then on.
+	beating atomic.Bool
 }
 
 // New returns a link; Run starts it.
@@ -194,10 +201,11 @@ func New(cfg Config, deps Deps) (*Link, error) {
 	l := &Link{
 		cfg: cfg, log: cfg.Logger.With("component", "brokerlink"),
 		client: deps.Client, pool: deps.Pool, arrivals: deps.Arrivals, waiting: deps.Waiting, node: node,
-		acked:  map[string]bool{},
-		listed: map[netip.Addr]bool{},
-		kick:   make(chan struct{}, 1),
-		recalc: make(chan struct{}, 1),
+		acked:   map[string]bool{},
+		listed:  map[netip.Addr]bool{},
+		kick:    make(chan struct{}, 1),
+		recalc:  make(chan struct{}, 1),
+		relimit: make(chan struct{}, 1),
 	}
 	l.status.Limits = cfg.Limits
 	return l, nil
@@ -228,12 +236,13 @@ func nodeIdentity(id identity.Identity) (*allotv1.NodeIdentity, error) {
 }
 
 // Run talks to the broker until ctx ends: the watch loop (register, apply
-// snapshots, reconnect) and the reporter (demand, usage, heartbeat). It
-// returns when both have stopped.
+// snapshots, reconnect), the reporter (demand, usage) and the heartbeat.
+// It returns when all have stopped.
 func (l *Link) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { l.watchLoop(ctx) })
 	wg.Go(func() { l.reportLoop(ctx) })
+	wg.Go(func() { l.heartbeatLoop(ctx) })
 	<-ctx.Done()
 	wg.Wait()
 	return nil

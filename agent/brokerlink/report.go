@@ -72,8 +72,6 @@ func (r *reporter) waiting() bool { return !r.retryAt.IsZero() && time.Now().Bef
 func (l *Link) reportLoop(ctx context.Context) {
 	usage := time.NewTicker(l.cfg.UsageInterval)
 	defer usage.Stop()
-	hb := time.NewTicker(l.cfg.HeartbeatInterval)
-	defer hb.Stop()
 	due := time.NewTimer(time.Hour)
 	due.Stop()
 	defer due.Stop()
@@ -85,6 +83,7 @@ func (l *Link) reportLoop(ctx context.Context) {
 		case <-l.kick:
 			r.demandSent, r.usageSent, r.registeredOK = false, false, true
 			r.succeeded() // the broker just answered the registration
+			l.beating.Store(true)
 			l.sendDemand(ctx, &r)
 			l.sendUsage(ctx, &r, true)
 		case <-l.pool.Changed():
@@ -101,8 +100,8 @@ func (l *Link) reportLoop(ctx context.Context) {
 				l.demandChanged(ctx, &r, due) // the last call failed
 			}
 			l.sendUsage(ctx, &r, false)
-		case <-hb.C:
-			l.heartbeat(ctx, &r)
+		case <-l.relimit:
+			l.registerForLimits(ctx, &r)
 		}
 	}
 }
@@ -222,29 +221,52 @@ func (l *Link) sendUsage(ctx context.Context, r *reporter, force bool) {
 	r.succeeded()
 }
 
-// heartbeat renews the liveness lease, and refreshes the registration while
-// the node's limits are still unknown (the broker learns them from EC2
-// after the first registration).
-func (l *Link) heartbeat(ctx context.Context, r *reporter) {
-	if !r.registeredOK {
+// heartbeatLoop renews the node's liveness lease every HeartbeatInterval
+// once the node has registered, from a goroutine of its own: a heartbeat
+// costs the broker no etcd write (after the first), and it must not wait
+// behind a demand or usage call that waits for a slow etcd, or the node
+// would be taken for gone while it is only waiting. While the node's
+// limits are still unknown it has the reporter register again (the broker
+// learns them from EC2 after the first registration).
+func (l *Link) heartbeatLoop(ctx context.Context) {
+	t := time.NewTicker(l.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !l.beating.Load() {
+			continue
+		}
+		cctx, cancel := l.call(ctx)
+		_, err := l.client.Heartbeat(cctx, &allotv1.HeartbeatRequest{InstanceId: l.node.GetInstanceId()})
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				l.log.Warn("heartbeat failed", "err", err)
+			}
+			continue
+		}
+		if l.Limits() == (pool.Limits{}) {
+			poke(l.relimit)
+		}
+	}
+}
+
+// registerForLimits registers again while the node's limits are unknown,
+// and states the demand the limits they bring make.
+func (l *Link) registerForLimits(ctx context.Context, r *reporter) {
+	if !r.registeredOK || l.Limits() != (pool.Limits{}) {
 		return
 	}
-	cctx, cancel := l.call(ctx)
-	defer cancel()
-	if _, err := l.client.Heartbeat(cctx, &allotv1.HeartbeatRequest{InstanceId: l.node.GetInstanceId()}); err != nil {
-		if ctx.Err() == nil {
-			l.log.Warn("heartbeat failed", "err", err)
-		}
+	if _, err := l.register(ctx); err != nil {
+		l.log.Warn("re-registration for limits failed", "err", err)
 		return
 	}
-	if l.Limits() == (pool.Limits{}) {
-		if _, err := l.register(ctx); err != nil {
-			l.log.Warn("re-registration for limits failed", "err", err)
-		} else {
-			r.demandSent = false
-			l.sendDemand(ctx, r)
-		}
-	}
+	r.demandSent = false
+	l.sendDemand(ctx, r)
 }
 
 // netDemand takes out of the pool's demand what is already on its way: the

@@ -42,9 +42,16 @@ type Broker struct {
 	calls    map[string]int
 	failAck  error
 	failNext map[string]failN
+	holds    map[string]*hold
 	auto     bool
 	releases map[string]*release
 	nextRel  int
+}
+
+// hold keeps a method's calls waiting until release is closed.
+type hold struct {
+	entered chan struct{}
+	release chan struct{}
 }
 
 // failN makes the next n calls of a method fail with err.
@@ -73,7 +80,7 @@ type release struct {
 func Start(t testing.TB, w *world.World) *Broker {
 	t.Helper()
 	b := &Broker{world: w, nodes: map[string]*node{}, changed: make(chan struct{}), calls: map[string]int{},
-		releases: map[string]*release{}, failNext: map[string]failN{}}
+		releases: map[string]*release{}, failNext: map[string]failN{}, holds: map[string]*hold{}}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -130,6 +137,43 @@ func (b *Broker) FailNext(method string, n int, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.failNext[method] = failN{n: n, err: err}
+}
+
+// Hold makes calls of method ("SetDemand", ...) wait, as calls wait for a
+// slow etcd in a real broker, until release is called (or the caller gives
+// up). entered receives once a call waits.
+func (b *Broker) Hold(method string) (entered <-chan struct{}, release func()) {
+	h := &hold{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	b.mu.Lock()
+	b.holds[method] = h
+	b.mu.Unlock()
+	var once sync.Once
+	return h.entered, func() {
+		once.Do(func() {
+			b.mu.Lock()
+			delete(b.holds, method)
+			b.mu.Unlock()
+			close(h.release)
+		})
+	}
+}
+
+// wait waits while method's calls are held.
+func (b *Broker) wait(ctx context.Context, method string) {
+	b.mu.Lock()
+	h := b.holds[method]
+	b.mu.Unlock()
+	if h == nil {
+		return
+	}
+	select {
+	case h.entered <- struct{}{}:
+	default:
+	}
+	select {
+	case <-h.release:
+	case <-ctx.Done():
+	}
 }
 
 // Calls returns how many times method ("Register", "SetDemand", ...) was
@@ -426,7 +470,8 @@ func (b *Broker) ReportUsage(_ context.Context, req *allotv1.ReportUsageRequest)
 
 // SetDemand records the demand, and delivers the waiting ADDs' addresses
 // when auto-delivery is on.
-func (b *Broker) SetDemand(_ context.Context, req *allotv1.SetDemandRequest) (*allotv1.SetDemandResponse, error) {
+func (b *Broker) SetDemand(ctx context.Context, req *allotv1.SetDemandRequest) (*allotv1.SetDemandResponse, error) {
+	b.wait(ctx, "SetDemand")
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err := b.begin("SetDemand"); err != nil {

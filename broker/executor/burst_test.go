@@ -18,8 +18,9 @@ var mutating = []string{
 	"AssignPrivateIpAddresses", "UnassignPrivateIpAddresses", "DetachNetworkInterface", "DeleteNetworkInterface",
 }
 
-// TestBurst50Nodes: 50 nodes ask at once for 25 addresses each (20 pods
-// waiting, 5 warm). The engine's first plan covers them all; carrying it
+// TestBurst50Nodes: 50 nodes, their instance facts recorded, ask at once
+// for 25 addresses each (20 pods waiting, 5 warm). The engine's first plan
+// covers them all; carrying it
 // out takes exactly the plan's minimum of mutating calls, none throttled
 // (100 attaches exceed the attach bucket's 50, so the client-side buckets
 // must pace them), and leaves EC2 and etcd in agreement.
@@ -28,8 +29,16 @@ func TestBurst50Nodes(t *testing.T) {
 	e := newEnv(t, envOpts{nodes: nodes})
 	want := map[string]int{}
 	for _, inst := range e.insts {
-		e.register(t, inst, pending, warm, nil)
+		e.register(t, inst, 0, 0, nil)
 		want[inst.ID] = pending + warm
+	}
+	// The nodes' instance facts (their types' limits, their primary ENIs)
+	// are described and recorded apart from the rounds, and a node is
+	// planned once they are in: as when nodes join before their pods come,
+	// an engine records them first, with no demand stated.
+	e.recordFacts(t)
+	for _, inst := range e.insts {
+		e.demand(t, inst.ID, pending, warm)
 	}
 
 	var mu sync.Mutex
@@ -127,4 +136,37 @@ func TestBurst50Nodes(t *testing.T) {
 	bound := lowerbound.LowerBound(minCalls, share, timeScale)
 	t.Logf("50 nodes satisfied in %v (x%d time scale; the bucket model's lower bound is %v): mutating calls %v; describes: types %d, subnets %d, ENIs %d; stats %+v",
 		took, timeScale, bound, minCalls, got["DescribeInstanceTypes"].Calls, got["DescribeSubnets"].Calls, got["DescribeNetworkInterfaces"].Calls, st)
+}
+
+// recordFacts runs an engine until every node's limits and primary ENI are
+// recorded, then stops it.
+func (e *env) recordFacts(t *testing.T) {
+	t.Helper()
+	r := e.start(t, executor.Config{})
+	ctx := ctxT(t)
+	waitFor(t, "every node's instance facts recorded", 30*time.Second, func() (bool, error) {
+		nodes, err := e.st.ListNodes(ctx)
+		if err != nil {
+			return false, err
+		}
+		enis, err := e.st.ListENIs(ctx)
+		if err != nil {
+			return false, err
+		}
+		primary := map[string]bool{}
+		for _, x := range enis {
+			if x.Primary {
+				primary[x.InstanceID] = true
+			}
+		}
+		for _, n := range nodes {
+			if n.IPv4PerENI == 0 || n.MaxENIs == 0 || !primary[n.InstanceID] {
+				return false, nil
+			}
+		}
+		return len(nodes) == len(e.insts), nil
+	})
+	if err := r.stop(t); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
 }

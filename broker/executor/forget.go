@@ -27,7 +27,7 @@ func (e *Engine) forgetDeparted(rs *runState, snap *snapshot) {
 	if len(rs.surplus) > n {
 		dropGone(rs.surplus, gone)
 	}
-	if len(rs.proposed) > n && !e.proposing.Load() {
+	if !e.proposing.Load() && len(rs.proposed) > n {
 		dropGone(rs.proposed, gone)
 	}
 	rs.mu.Lock()
@@ -39,7 +39,8 @@ func (e *Engine) forgetDeparted(rs *runState, snap *snapshot) {
 }
 
 // forget drops the reasons of nodes gone says are gone, when more nodes
-// have one than the n registered.
+// have one than the n registered. What was published and is pending
+// belongs to the publisher, which drops departed nodes itself (publish).
 func (u *unmetBook) forget(n int, gone func(string) bool) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -48,12 +49,6 @@ func (u *unmetBook) forget(n int, gone func(string) bool) {
 	}
 	if len(u.reported) > n {
 		dropGone(u.reported, gone)
-	}
-	if len(u.pending) > n {
-		dropGone(u.pending, gone)
-	}
-	if len(u.published) > n {
-		dropGone(u.published, gone)
 	}
 }
 

@@ -1,6 +1,12 @@
 // Command allot is the allot CNI plugin. The container runtime executes it
 // for every pod network ADD, DEL, CHECK, GC and STATUS; it forwards each to
 // the node's allot-agent over a unix socket and prints the result.
+//
+// The plugin lives a few milliseconds: the runtime's goroutine that would
+// follow later changes of the container's CPU limit (and so of GOMAXPROCS)
+// is not started.
+//
+//go:debug updatemaxprocs=0
 package main
 
 import (

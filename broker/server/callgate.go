@@ -18,10 +18,11 @@ import (
 // DefaultMaxAgentCalls is how many of the agents' calls that read or write
 // etcd (every NodeService call but Heartbeat and the WatchNode stream) the
 // broker runs at once unless told otherwise. With etcd answering in
-// milliseconds a 5,000-node burst has a few hundred in flight at its
-// start and tens after; the bound is for when etcd slows down and calls
-// would otherwise wait, each with its goroutine and request, for as long
-// as their agents do and then some.
+// milliseconds a 5,000-node burst goes past it only in its first seconds,
+// when every agent states its demand at once, and has tens in flight
+// after; the bound is for when etcd slows down and calls would otherwise
+// wait, each with its goroutine and request, for as long as their agents
+// do and then some.
 const DefaultMaxAgentCalls = 1024
 
 // busyLogEvery is how often refusals are summed up in one log record.

@@ -65,8 +65,8 @@ func (g *gatheringSet) views() []gathered {
 }
 
 // planEarly plans some demands with pods waiting before their gather ends,
-// with tokens the buckets would otherwise lose, and returns when it wants
-// to look again (0: no need).
+// with tokens the buckets would otherwise lose (overflow), and returns
+// when it wants to look again (0: no need).
 //
 // A bucket holds no more than its size, so while a burst's demands gather
 // a full bucket's refill is lost for good, and the burst ends that much
@@ -120,7 +120,14 @@ func (e *Engine) planEarly(rs *runState, snap *snapshot, set *gatheringSet, budg
 // Create, an Attach and a Modify) the buckets could send now from tokens
 // they would otherwise lose within horizon: what they hold, less what
 // admitted actions will take, plus their refill over horizon, beyond their
-// size.
+// size, to the nearest whole call.
+//
+// Rounded down, the part of a token left over was lost: the bucket, full
+// again before horizon, sat full until the gathered calls asked, up to a
+// call's refill every burst (0.4 s at half of EC2's Attach bucket). A call
+// more is spent once over half its token would be lost; it is a call the
+// gathered plan would send anyway, so the cost is only the small chance
+// that its node's demand was not yet whole.
 func overflow(rs *runState, lim *ratelimit.Limiter, horizon time.Duration) planner.Shape {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
@@ -128,7 +135,7 @@ func overflow(rs *runState, lim *ratelimit.Limiter, horizon time.Duration) plann
 		c := ratelimit.ClassOf(action, true)
 		b := lim.Bucket(c)
 		n := lim.Tokens(c) - float64(rs.notAsked(c)) + b.Refill*horizon.Seconds() - float64(b.Size)
-		return max(int(math.Floor(n)), 0)
+		return max(int(math.Round(n)), 0)
 	}
 	return planner.Shape{
 		Assigns: over(planner.CallAssign),

@@ -171,6 +171,60 @@ func TestEarlyFromFullBuckets(t *testing.T) {
 	}
 }
 
+// TestEarlySpendsMostlyLostTokens: eight prefix-mode nodes state at one
+// instant that 46 pods wait (3 prefixes each), at a twentieth of EC2's
+// buckets (Assign and Create 4 tokens, Attach 1, each refilled at
+// 0.25/s), full; too few tokens to plan at once, so the demands gather
+// for 10 s. From a quarter of the gather in, the full buckets would lose
+// 0.25 × 7.5 = 1.875 tokens each before the demands settle: two calls of
+// each kind are spent early, not one, the second token being mostly
+// lost otherwise (the round may come up to 1.5 s late and still spend
+// two). Every node still gets its prefixes in one action.
+func TestEarlySpendsMostlyLostTokens(t *testing.T) {
+	const nodes = 8
+	e := newEnv(t, envOpts{nodes: nodes, instanceType: "c5.xlarge", share: 0.05, scale: 1})
+	ctx := ctxT(t)
+	want := map[string]int{}
+	for _, inst := range e.insts {
+		e.register(t, inst, 0, 0, func(n *store.Node) { n.Mode = "prefix" })
+		want[inst.ID] = 48
+	}
+	// One instant for every demand, however slowly they are written;
+	// the engine, started after, sees all of them waiting at once.
+	stated := time.Now()
+	for _, inst := range e.insts {
+		d := store.Demand{InstanceID: inst.ID, Pending: 46, UpdatedAt: stated}
+		if err := e.st.PutDemand(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	actions := map[string]int{}
+	r := e.start(t, executor.Config{Gather: 10 * time.Second, GatherMax: time.Hour, Logger: plansTo(func(p planner.Plan) {
+		mu.Lock()
+		for _, a := range p.Actions {
+			actions[a.InstanceID]++
+		}
+		mu.Unlock()
+	})})
+	waitFor(t, "every node served", 90*time.Second, func() (bool, error) { return e.satisfied(ctxT(t), want) })
+	early := r.eng.Stats().Early
+	if err := r.stop(t); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	// One call of each kind (rounding the lost tokens down) would be 2.
+	if early < 3 || early > 4 {
+		t.Errorf("%d actions planned early; want 3 or 4 (two Assigns, one or two new ENIs)", early)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, inst := range e.insts {
+		if actions[inst.ID] != 1 {
+			t.Errorf("%s: %d actions, want 1", inst.ID, actions[inst.ID])
+		}
+	}
+}
+
 // TestGatherMax: a demand that keeps changing is planned once the node has
 // wanted addresses for GatherMax, not held back for as long as it changes.
 func TestGatherMax(t *testing.T) {

@@ -175,7 +175,8 @@ func (w WarmTargets) keepFree(mode string, ipv4PerENI int) int {
 // allowedIdle is the most addresses, and ENIs, a node with no pods may hold
 // once the broker has taken back its surplus: the warm target plus the
 // release margin (in prefix mode, less than one more whole prefix, since
-// only whole prefixes go back).
+// only whole prefixes go back; under a warm ENI target, less than one more
+// ENI's worth, since the agent counts its excess in whole ENIs' worth).
 func (w WarmTargets) allowedIdle(mode string, ipv4PerENI int) (addrs, enis int) {
 	keep := w.keepFree(mode, ipv4PerENI)
 	slotsPerENI := max(ipv4PerENI-1, 1)
@@ -185,6 +186,9 @@ func (w WarmTargets) allowedIdle(mode string, ipv4PerENI int) (addrs, enis int) 
 		return slots * allotv1.PrefixSize, max(1, ceilDiv(slots, slotsPerENI))
 	}
 	addrs = keep + ReleaseMargin
+	if w.WarmENIs > 0 && w.WarmIPs == 0 && w.MinimumIPs == 0 {
+		addrs = keep + max(ReleaseMargin, slotsPerENI-1)
+	}
 	return addrs, max(1, ceilDiv(addrs, slotsPerENI))
 }
 

@@ -43,8 +43,11 @@ func TestAllowedIdle(t *testing.T) {
 		perENI      int
 		addrs, enis int
 	}{
-		// One warm ENI of a c5.xlarge keeps 14 free, plus the margin.
-		{"warm ENI", WarmTargets{WarmENIs: 1}, ModeSecondaryIP, 15, 18, 2},
+		// One warm ENI of a c5.xlarge keeps 14 free, and less than another
+		// ENI's worth may stay (the excess goes back in whole ENIs' worth).
+		{"warm ENI", WarmTargets{WarmENIs: 1}, ModeSecondaryIP, 15, 27, 2},
+		// With a type of few addresses per ENI the margin is the larger.
+		{"warm ENI, small ENIs", WarmTargets{WarmENIs: 1}, ModeSecondaryIP, 4, 7, 3},
 		// WARM_IP_TARGET wins over WARM_ENI_TARGET.
 		{"warm IPs", WarmTargets{WarmIPs: 2, WarmENIs: 1}, ModeSecondaryIP, 6, 6, 2},
 		{"minimum IPs", WarmTargets{MinimumIPs: 10}, ModeSecondaryIP, 15, 14, 1},

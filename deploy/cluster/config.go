@@ -187,7 +187,11 @@ func (w WarmTargets) allowedIdle(mode string, ipv4PerENI int) (addrs, enis int) 
 	}
 	addrs = keep + ReleaseMargin
 	if w.WarmENIs > 0 && w.WarmIPs == 0 && w.MinimumIPs == 0 {
+		// Nothing goes back short of an ENI's worth, and an ENI keeps
+		// its addresses until it can go whole: what stays may sit on
+		// one ENI more than it fills.
 		addrs = keep + max(ReleaseMargin, slotsPerENI-1)
+		return addrs, ceilDiv(addrs, slotsPerENI) + 1
 	}
 	return addrs, max(1, ceilDiv(addrs, slotsPerENI))
 }

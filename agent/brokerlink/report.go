@@ -43,7 +43,7 @@ func (r *reporter) failed(cfg *Config, err error) {
 	if !isBusy(err) {
 		return
 	}
-	r.backoff = min(max(2*r.backoff, cfg.BackoffMin), cfg.BackoffMax)
+	r.backoff = cfg.nextBackoff(r.backoff)
 	r.retryAt = time.Now().Add(jitter(r.backoff))
 }
 

@@ -31,8 +31,14 @@ func (l *Link) watchLoop(ctx context.Context) {
 			return
 		case <-time.After(wait):
 		}
-		delay = min(delay*2, l.cfg.BackoffMax)
+		delay = l.cfg.nextBackoff(delay)
 	}
+}
+
+// nextBackoff is the wait after one of d: twice as long, within
+// [BackoffMin, BackoffMax].
+func (c *Config) nextBackoff(d time.Duration) time.Duration {
+	return min(max(2*d, c.BackoffMin), c.BackoffMax)
 }
 
 // jitter spreads reconnects of many agents over [d/2, d).

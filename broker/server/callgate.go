@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -173,11 +174,4 @@ func callerNode(req any) string {
 }
 
 // shortMethod is a full method name's last part.
-func shortMethod(full string) string {
-	for i := len(full) - 1; i >= 0; i-- {
-		if full[i] == '/' {
-			return full[i+1:]
-		}
-	}
-	return full
-}
+func shortMethod(full string) string { return path.Base(full) }

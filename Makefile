@@ -25,9 +25,11 @@ COMMANDS := $(shell $(GO) list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}'
 
 all: build
 
+# build makes static binaries (CGO_ENABLED=0), as the images hold them: the
+# demo, soak and benchmarks run what a cluster runs.
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ $(COMMANDS)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ $(COMMANDS)
 
 # images builds the agent and broker images with no container engine
 # (deploy/images): static binaries for IMAGE_ARCH on an empty base, into an

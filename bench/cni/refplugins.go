@@ -21,7 +21,9 @@ var ReferencePlugins = map[string]string{
 }
 
 // InstallReference installs ptp and host-local at ReferenceVersion into dir
-// with `go install`, unless dir already holds both.
+// with `go install`, unless dir already holds both. They are built static
+// (CGO_ENABLED=0), as the plugins project builds its release binaries and as
+// allot's own plugin ships, so neither side pays the dynamic loader.
 func InstallReference(ctx context.Context, dir string) error {
 	goBin, err := harness.GoTool()
 	if err != nil {
@@ -32,7 +34,7 @@ func InstallReference(ctx context.Context, dir string) error {
 			continue
 		}
 		cmd := exec.CommandContext(ctx, goBin, "install", pkg+"@"+ReferenceVersion)
-		cmd.Env = append(os.Environ(), "GOBIN="+dir)
+		cmd.Env = append(os.Environ(), "GOBIN="+dir, "CGO_ENABLED=0")
 		// Outside any module, so the reference builds from its own go.mod.
 		cmd.Dir = dir
 		if out, err := cmd.CombinedOutput(); err != nil {

@@ -8,12 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/allotnet/allot/agent/brokerlink/brokertest"
-	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+
+	"github.com/allotnet/allot/agent/brokerlink/brokertest"
+	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 
 // blackhole is a TCP proxy on 127.0.0.1 that can stop forwarding without

@@ -3,6 +3,7 @@ package pool
 import (
 	"errors"
 	"fmt"
+
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 

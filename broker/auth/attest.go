@@ -9,10 +9,11 @@ import (
 	"slices"
 	"time"
 
-	"github.com/allotnet/allot/broker/instanceview"
-	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/allotnet/allot/broker/instanceview"
+	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 
 // InstanceSource is what attestation asks EC2 (broker/instances' Cache).

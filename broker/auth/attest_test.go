@@ -9,10 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/allotnet/allot/agent/identity"
-	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/allotnet/allot/agent/identity"
+	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 
 // attestAs attests instance id's document (read from its IMDS, as anyone

@@ -4,8 +4,9 @@ import (
 	"slices"
 	"strings"
 
-	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 
 // access is who may call a method.

@@ -3,8 +3,9 @@ package auth
 import (
 	"testing"
 
-	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 	"google.golang.org/grpc"
+
+	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 
 // TestEveryMethodHasAPolicy: a method missing from the table is refused to

@@ -3,9 +3,10 @@ package auth
 import (
 	"context"
 
-	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 
 // Service is allotv1.AuthService over an Attester.

@@ -8,11 +8,12 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/allotnet/allot/broker/etcdembed"
 	"github.com/allotnet/allot/broker/etcdembed/etcdembedtest"
 	"github.com/allotnet/allot/broker/store"
 	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // fencedReplica runs an Elector whose work hands out the context of each

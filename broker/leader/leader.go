@@ -14,9 +14,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/allotnet/allot/broker/store"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/allotnet/allot/broker/store"
 )
 
 // ElectionSuffix names the election under the store prefix. Kept for

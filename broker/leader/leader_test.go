@@ -8,9 +8,10 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/allotnet/allot/broker/etcdembed"
 	"github.com/allotnet/allot/broker/etcdembed/etcdembedtest"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // replica is one elector with its own etcd client (as a separate broker

@@ -3,10 +3,11 @@ package cluster
 import (
 	"errors"
 	"fmt"
-	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 	"log/slog"
 	"os"
 	"time"
+
+	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 
 // Address modes, as allot-agent's --mode takes them.

@@ -12,8 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/allotnet/allot/broker/auth/devca"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/allotnet/allot/broker/auth/devca"
 )
 
 // startRealEtcd runs the etcd server binary (Debian's etcd-server, which

@@ -16,14 +16,15 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
 	"github.com/allotnet/allot/awssim"
 	"github.com/allotnet/allot/awssim/scenario"
 	"github.com/allotnet/allot/awssim/world"
 	"github.com/allotnet/allot/broker/ec2client"
 	"github.com/allotnet/allot/broker/etcdembed/etcdembedtest"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
-	"google.golang.org/grpc"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 // brokerBin is the allot-broker binary, built once by TestMain.

@@ -8,14 +8,15 @@ import (
 	"path/filepath"
 	"testing"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
 	"github.com/allotnet/allot/agent/attestation"
 	"github.com/allotnet/allot/agent/identity"
 	"github.com/allotnet/allot/awssim"
 	"github.com/allotnet/allot/broker/auth"
 	"github.com/allotnet/allot/broker/auth/devca"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 )
 
 // secure is a throwaway PKI and the awssim identity certificate, as files

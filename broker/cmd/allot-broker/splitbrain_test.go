@@ -9,11 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/allotnet/allot/awssim"
 	"github.com/allotnet/allot/awssim/scenario"
 	"github.com/allotnet/allot/broker/splitguard"
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
-	"google.golang.org/grpc"
 )
 
 func mutatingCalls(sim *awssim.Sim) int64 {

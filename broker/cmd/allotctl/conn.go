@@ -7,10 +7,11 @@ import (
 	"fmt"
 	"os"
 
-	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+
+	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 
 // client holds the connection and the broker's service clients.

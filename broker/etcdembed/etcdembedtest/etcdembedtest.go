@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/allotnet/allot/broker/etcdembed"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/allotnet/allot/broker/etcdembed"
 )
 
 // Start starts a fresh etcd in a temporary directory on free ports

@@ -187,15 +187,18 @@ func (s *Store) sweepAlive(ttl time.Duration, g *liveGroup) {
 		g.sweeping = false
 		s.live.mu.Unlock()
 	}()
-	resp, err := s.cli.Get(ctx, s.dir(kindAlive), clientv3.WithPrefix())
+	// The keys still on the lease come from etcd's lease table, held in
+	// its memory, rather than a range over every alive key of the cluster
+	// (thousands of keys read and sent every TTL/2, most of them other
+	// nodes' or unchanged). An expired lease has none: every node is
+	// forgotten, and its next heartbeat writes its key on a new lease.
+	resp, err := s.cli.TimeToLive(ctx, g.id, clientv3.WithAttachedKeys())
 	if err != nil {
 		return
 	}
-	onLease := map[string]bool{}
-	for _, kv := range resp.Kvs {
-		if clientv3.LeaseID(kv.Lease) == g.id {
-			onLease[string(kv.Key)] = true
-		}
+	onLease := make(map[string]bool, len(resp.Keys))
+	for _, k := range resp.Keys {
+		onLease[string(k)] = true
 	}
 	now := time.Now()
 	var dead []string

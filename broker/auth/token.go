@@ -45,7 +45,18 @@ type Signer struct {
 
 	mu     sync.Mutex
 	secret []byte
+	// verified holds the claims of tokens whose MAC checked, by the token's
+	// whole text: a node presents the same token on every call until it
+	// attests again, and the secret never changes under a running Signer,
+	// so the same bytes would check the same again. Expiry is still checked
+	// on every call. It is emptied when it reaches maxVerified (a node
+	// renews its token well before it expires, so at most a few per node).
+	verified map[string]Claims
 }
+
+// maxVerified bounds Signer.verified: a few tokens each for the largest
+// clusters allot is measured at.
+const maxVerified = 1 << 15
 
 // NewSigner returns a Signer over store; now nil means time.Now.
 func NewSigner(store Store, now func() time.Time) *Signer {
@@ -97,6 +108,29 @@ func (s *Signer) Issue(ctx context.Context, c Claims) (string, error) {
 
 // Verify checks a token's MAC and expiry and returns its claims.
 func (s *Signer) Verify(ctx context.Context, tok string) (Claims, error) {
+	s.mu.Lock()
+	c, ok := s.verified[tok]
+	s.mu.Unlock()
+	if !ok {
+		var err error
+		if c, err = s.check(ctx, tok); err != nil {
+			return Claims{}, err
+		}
+		s.mu.Lock()
+		if s.verified == nil || len(s.verified) >= maxVerified {
+			s.verified = make(map[string]Claims)
+		}
+		s.verified[tok] = c
+		s.mu.Unlock()
+	}
+	if !s.now().Before(time.UnixMilli(c.Expires)) {
+		return Claims{}, fmt.Errorf("%w: expired at %s; attest again", errBadToken, time.UnixMilli(c.Expires).UTC().Format(time.RFC3339))
+	}
+	return c, nil
+}
+
+// check verifies a token's MAC and decodes its claims.
+func (s *Signer) check(ctx context.Context, tok string) (Claims, error) {
 	if len(tok) > maxTokenBytes || !strings.HasPrefix(tok, tokenPrefix) {
 		return Claims{}, fmt.Errorf("%w: not an allot node token", errBadToken)
 	}
@@ -117,9 +151,6 @@ func (s *Signer) Verify(ctx context.Context, tok string) (Claims, error) {
 	var c Claims
 	if err != nil || json.Unmarshal(body, &c) != nil || c.InstanceID == "" {
 		return Claims{}, fmt.Errorf("%w: malformed claims", errBadToken)
-	}
-	if !s.now().Before(time.UnixMilli(c.Expires)) {
-		return Claims{}, fmt.Errorf("%w: expired at %s; attest again", errBadToken, time.UnixMilli(c.Expires).UTC().Format(time.RFC3339))
 	}
 	return c, nil
 }

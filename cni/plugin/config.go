@@ -6,15 +6,14 @@ package plugin
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/containernetworking/cni/pkg/types"
-	"github.com/containernetworking/cni/pkg/version"
-
+	"github.com/allotnet/allot/cni/cnispec"
 	"github.com/allotnet/allot/internal/logfmt"
 )
 
@@ -90,7 +89,7 @@ func TimeoutWarning(d time.Duration) string {
 
 // NetConf is the plugin's network configuration from stdin.
 type NetConf struct {
-	types.PluginConf
+	cnispec.PluginConf
 	// AgentSocket is the agent's CNI socket path.
 	AgentSocket string `json:"agentSocket,omitempty"`
 	// Timeout bounds ADD, CHECK and GC calls to the agent, as a Go duration
@@ -135,7 +134,7 @@ func parseNetConf(stdin []byte) (*NetConf, error) {
 		return nil, err
 	}
 	if conf.Type == "" {
-		return nil, types.NewError(types.ErrInvalidNetworkConfig, "network config has no plugin type", `set "type": "allot"`)
+		return nil, cnispec.NewError(cnispec.ErrInvalidNetworkConfig, "network config has no plugin type", `set "type": "allot"`)
 	}
 	if err := unknownKeys(unknown); err != nil {
 		return nil, err
@@ -144,27 +143,27 @@ func parseNetConf(stdin []byte) (*NetConf, error) {
 		conf.AgentSocket = DefaultAgentSocket
 	}
 	if !filepath.IsAbs(conf.AgentSocket) {
-		return nil, types.NewError(types.ErrInvalidNetworkConfig, "agentSocket must be an absolute path", conf.AgentSocket)
+		return nil, cnispec.NewError(cnispec.ErrInvalidNetworkConfig, "agentSocket must be an absolute path", conf.AgentSocket)
 	}
 	conf.delQueue = DefaultDelQueueDir
 	if conf.DelQueueDir != nil {
 		conf.delQueue = *conf.DelQueueDir
 	}
 	if conf.delQueue != "" && !filepath.IsAbs(conf.delQueue) {
-		return nil, types.NewError(types.ErrInvalidNetworkConfig, "delQueueDir must be an absolute path (or \"\" for no queue)", conf.delQueue)
+		return nil, cnispec.NewError(cnispec.ErrInvalidNetworkConfig, "delQueueDir must be an absolute path (or \"\" for no queue)", conf.delQueue)
 	}
 	switch conf.LogFormat {
 	case "":
 		conf.LogFormat = logfmt.Text
 	case logfmt.Text, logfmt.JSON:
 	default:
-		return nil, types.NewError(types.ErrInvalidNetworkConfig, `logFormat must be "text" or "json"`, fmt.Sprintf("got %q", conf.LogFormat))
+		return nil, cnispec.NewError(cnispec.ErrInvalidNetworkConfig, `logFormat must be "text" or "json"`, fmt.Sprintf("got %q", conf.LogFormat))
 	}
 	conf.timeout = DefaultTimeout
 	if conf.Timeout != "" {
 		d, err := time.ParseDuration(conf.Timeout)
 		if err != nil || d <= 0 {
-			return nil, types.NewError(types.ErrInvalidNetworkConfig,
+			return nil, cnispec.NewError(cnispec.ErrInvalidNetworkConfig,
 				"timeout must be a positive duration such as \"30s\"", fmt.Sprintf("got %q", conf.Timeout))
 		}
 		conf.timeout = d
@@ -177,22 +176,12 @@ func (c *NetConf) bound(limit time.Duration) time.Duration {
 	return min(c.timeout, limit)
 }
 
-// parsePrevResult parses the netconf's prevResult into the current result
-// type; it returns nil when there is none.
+// parsePrevResult converts the netconf's prevResult to the current spec
+// version's JSON for the agent; it returns nil when there is none.
 func (c *NetConf) parsePrevResult() ([]byte, error) {
-	if c.RawPrevResult == nil {
-		return nil, nil
-	}
-	if err := version.ParsePrevResult(&c.PluginConf); err != nil {
-		return nil, types.NewError(types.ErrDecodingFailure, "cannot parse prevResult", err.Error())
-	}
-	prev, err := asCurrent(c.PrevResult)
+	b, err := cnispec.PrevResult(c.RawPrevResult, c.CNIVersion)
 	if err != nil {
-		return nil, types.NewError(types.ErrDecodingFailure, "cannot convert prevResult to the current spec version", err.Error())
-	}
-	b, err := json.Marshal(prev)
-	if err != nil {
-		return nil, types.NewError(types.ErrDecodingFailure, "cannot encode prevResult", err.Error())
+		return nil, cnispec.NewError(cnispec.ErrDecodingFailure, "cannot parse prevResult", err.Error())
 	}
 	return b, nil
 }
@@ -201,49 +190,88 @@ func (c *NetConf) parsePrevResult() ([]byte, error) {
 // (or the key the spec first misnamed, cni.dev/attachments). An absent key
 // is an error, not an empty list: treating missing evidence as "nothing is
 // valid" would make the agent tear down every pod on the node.
-func validAttachments(stdin []byte) ([]types.GCAttachment, error) {
+func validAttachments(stdin []byte) ([]cnispec.GCAttachment, error) {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(stdin, &raw); err != nil {
-		return nil, types.NewError(types.ErrDecodingFailure, "cannot parse network config", err.Error())
+		return nil, cnispec.NewError(cnispec.ErrDecodingFailure, "cannot parse network config", err.Error())
 	}
 	for _, k := range []string{"cni.dev/valid-attachments", "cni.dev/attachments"} {
 		v, ok := raw[k]
 		if !ok {
 			continue
 		}
-		var list []types.GCAttachment
+		var list []cnispec.GCAttachment
 		if err := json.Unmarshal(v, &list); err != nil {
-			return nil, types.NewError(types.ErrDecodingFailure, "cannot parse "+k, err.Error())
+			return nil, cnispec.NewError(cnispec.ErrDecodingFailure, "cannot parse "+k, err.Error())
 		}
 		for _, a := range list {
 			if a.ContainerID == "" || a.IfName == "" {
-				return nil, types.NewError(types.ErrInvalidNetworkConfig, "a valid attachment in "+k+" has no containerID or ifname",
+				return nil, cnispec.NewError(cnispec.ErrInvalidNetworkConfig, "a valid attachment in "+k+" has no containerID or ifname",
 					fmt.Sprintf("%+v", a))
 			}
 		}
 		return list, nil
 	}
-	return nil, types.NewError(types.ErrInvalidNetworkConfig, "GC without cni.dev/valid-attachments",
+	return nil, cnispec.NewError(cnispec.ErrInvalidNetworkConfig, "GC without cni.dev/valid-attachments",
 		"refusing to treat a missing list as \"no attachment is valid\"")
 }
 
-// K8sArgs are the CNI_ARGS keys kubelet's runtimes send. Unknown keys are an
-// error unless IgnoreUnknown is set, as the CNI spec asks. The field names
-// are the wire keys: types.LoadArgs matches them by name.
-type K8sArgs struct {
-	types.CommonArgs
-	K8S_POD_NAMESPACE          types.UnmarshallableString
-	K8S_POD_NAME               types.UnmarshallableString
-	K8S_POD_INFRA_CONTAINER_ID types.UnmarshallableString
-	K8S_POD_UID                types.UnmarshallableString
+// k8sArgs are the CNI_ARGS keys kubelet's runtimes send.
+type k8sArgs struct {
+	podNamespace, podName, infraContainerID, podUID string
 }
 
 // parseArgs parses CNI_ARGS. CNI_ARGS is an environment variable, so a bad
 // one is reported with the spec's "invalid environment variables" code.
-func parseArgs(s string) (*K8sArgs, error) {
-	a := &K8sArgs{}
-	if err := types.LoadArgs(s, a); err != nil {
-		return nil, types.NewError(types.ErrInvalidEnvironmentVariables, "invalid CNI_ARGS", err.Error())
+func parseArgs(s string) (*k8sArgs, error) {
+	a := &k8sArgs{}
+	if err := a.load(s); err != nil {
+		return nil, cnispec.NewError(cnispec.ErrInvalidEnvironmentVariables, "invalid CNI_ARGS", err.Error())
 	}
 	return a, nil
+}
+
+// load reads s as the CNI library's types.LoadArgs reads it into a struct
+// of the k8sArgs keys and its CommonArgs (IgnoreUnknown): KEY=VALUE pairs
+// separated by ';', keys matched exactly, unknown keys an error unless
+// IgnoreUnknown is true, with the library's messages.
+func (a *k8sArgs) load(s string) error {
+	if s == "" {
+		return nil
+	}
+	var unknown []string
+	ignore := false
+	for _, pair := range strings.Split(s, ";") {
+		kv := strings.Split(pair, "=")
+		if len(kv) != 2 {
+			return fmt.Errorf("ARGS: invalid pair %q", pair)
+		}
+		switch v := kv[1]; kv[0] {
+		case "K8S_POD_NAMESPACE":
+			a.podNamespace = v
+		case "K8S_POD_NAME":
+			a.podName = v
+		case "K8S_POD_INFRA_CONTAINER_ID":
+			a.infraContainerID = v
+		case "K8S_POD_UID":
+			a.podUID = v
+		case "IgnoreUnknown":
+			switch b := strings.ToLower(v); b {
+			case "1", "true":
+				ignore = true
+			case "0", "false":
+				ignore = false
+			default:
+				return fmt.Errorf("ARGS: error parsing value of pair %q: %w", pair, fmt.Errorf("boolean unmarshal error: invalid input %s", b))
+			}
+		case "CommonArgs": // the library's embedded struct, which no value fits
+			return errors.New("ARGS: cannot unmarshal into field 'CommonArgs' - type '*types.CommonArgs' does not implement encoding.TextUnmarshaler")
+		default:
+			unknown = append(unknown, pair)
+		}
+	}
+	if len(unknown) > 0 && !ignore {
+		return fmt.Errorf("ARGS: unknown args %q", unknown)
+	}
+	return nil
 }

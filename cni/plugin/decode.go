@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/containernetworking/cni/pkg/types"
+	"github.com/allotnet/allot/cni/cnispec"
 )
 
 // decodeNetConf decodes the netconf into conf: the object once into its
@@ -22,7 +22,7 @@ import (
 func decodeNetConf(stdin []byte, conf *NetConf) (unknown []string, err error) {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(stdin, &raw); err != nil {
-		return nil, types.NewError(types.ErrDecodingFailure, "cannot parse network config", err.Error())
+		return nil, cnispec.NewError(cnispec.ErrDecodingFailure, "cannot parse network config", err.Error())
 	}
 	keys := make([]string, 0, len(raw))
 	for k := range raw {
@@ -39,7 +39,7 @@ func decodeNetConf(stdin []byte, conf *NetConf) (unknown []string, err error) {
 			continue
 		}
 		if err := json.Unmarshal(raw[k], field); err != nil {
-			return nil, types.NewError(types.ErrDecodingFailure, "cannot parse network config",
+			return nil, cnispec.NewError(cnispec.ErrDecodingFailure, "cannot parse network config",
 				strconv.Quote(k)+": "+err.Error())
 		}
 	}
@@ -52,7 +52,7 @@ func unknownKeys(unknown []string) error {
 	if len(unknown) == 0 {
 		return nil
 	}
-	return types.NewError(types.ErrInvalidNetworkConfig,
+	return cnispec.NewError(cnispec.ErrInvalidNetworkConfig,
 		"unknown key "+strings.Join(unknown, ", ")+" in allot's network config",
 		`allot's keys are "agentSocket", "timeout" and "delQueueDir"; check the spelling`)
 }

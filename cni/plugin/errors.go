@@ -3,7 +3,7 @@ package plugin
 import (
 	"fmt"
 
-	"github.com/containernetworking/cni/pkg/types"
+	"github.com/allotnet/allot/cni/cnispec"
 
 	"github.com/allotnet/allot/agent/cniserver/cniwire"
 )
@@ -22,33 +22,33 @@ var cniCodes = map[cniwire.Code]struct{ Code, Status uint }{
 	// The agent's pool is empty and nothing arrived in time (ADD), or it is
 	// empty and can't be refilled (STATUS): no ADD can be served, which is
 	// 50; the pods already running keep their addresses, so not 51.
-	cniwire.ResourceExhausted: {types.ErrTryAgainLater, types.ErrPluginNotAvailable},
+	cniwire.ResourceExhausted: {cnispec.ErrTryAgainLater, cnispec.ErrPluginNotAvailable},
 	// No socket, connection refused, or the agent is starting.
-	cniwire.Unavailable: {types.ErrTryAgainLater, types.ErrPluginNotAvailable},
+	cniwire.Unavailable: {cnispec.ErrTryAgainLater, cnispec.ErrPluginNotAvailable},
 	// The agent did not answer within the netconf timeout.
-	cniwire.DeadlineExceeded: {types.ErrTryAgainLater, types.ErrPluginNotAvailable},
-	cniwire.Canceled:         {types.ErrTryAgainLater, types.ErrPluginNotAvailable},
+	cniwire.DeadlineExceeded: {cnispec.ErrTryAgainLater, cnispec.ErrPluginNotAvailable},
+	cniwire.Canceled:         {cnispec.ErrTryAgainLater, cnispec.ErrPluginNotAvailable},
 	// CHECK of an attachment the agent never saw.
-	cniwire.NotFound: {types.ErrUnknownContainer, types.ErrLimitedConnectivity},
+	cniwire.NotFound: {cnispec.ErrUnknownContainer, cnispec.ErrLimitedConnectivity},
 	// The key or netns the runtime passed (through CNI_* variables) is bad.
-	cniwire.InvalidArgument:    {types.ErrInvalidEnvironmentVariables, types.ErrLimitedConnectivity},
-	cniwire.FailedPrecondition: {CodeCheckFailed, types.ErrLimitedConnectivity},
+	cniwire.InvalidArgument:    {cnispec.ErrInvalidEnvironmentVariables, cnispec.ErrLimitedConnectivity},
+	cniwire.FailedPrecondition: {CodeCheckFailed, cnispec.ErrLimitedConnectivity},
 	// An agent too old for this plugin.
-	cniwire.Unimplemented: {types.ErrIncompatibleCNIVersion, types.ErrPluginNotAvailable},
+	cniwire.Unimplemented: {cnispec.ErrIncompatibleCNIVersion, cnispec.ErrPluginNotAvailable},
 }
 
 // agentError turns a failed agent call into a typed CNI error for verb.
-func agentError(verb string, err error) *types.Error {
+func agentError(verb string, err error) *cnispec.Error {
 	code := cniwire.CodeOf(err)
 	c, ok := cniCodes[code]
 	if !ok {
-		c.Code, c.Status = types.ErrInternal, types.ErrLimitedConnectivity
+		c.Code, c.Status = cnispec.ErrInternal, cnispec.ErrLimitedConnectivity
 	}
 	cniCode := c.Code
 	if verb == "STATUS" {
 		cniCode = c.Status
 	}
-	return types.NewError(cniCode, fmt.Sprintf("allot agent %s failed: %s", verb, cniwire.MessageOf(err)), hint(code))
+	return cnispec.NewError(cniCode, fmt.Sprintf("allot agent %s failed: %s", verb, cniwire.MessageOf(err)), hint(code))
 }
 
 // hint tells the operator what to do about the common failures.

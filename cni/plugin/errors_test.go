@@ -8,6 +8,7 @@ import (
 
 	"github.com/allotnet/allot/agent/cniserver"
 	"github.com/allotnet/allot/agent/cniserver/cniwire"
+	"github.com/allotnet/allot/cni/cnispec"
 )
 
 // TestEveryServerCodeIsMapped: each code the agent's error table can send
@@ -73,7 +74,7 @@ func TestParseNetConfDefaults(t *testing.T) {
 	}
 	for _, bad := range []string{`"0s"`, `"-1s"`, `"10"`, `5`} {
 		_, err := parseNetConf([]byte(`{"cniVersion":"1.1.0","name":"allot","type":"allot","timeout":` + bad + `}`))
-		var te *types.Error
+		var te *cnispec.Error
 		if !errors.As(err, &te) || (te.Code != types.ErrInvalidNetworkConfig && te.Code != types.ErrDecodingFailure) {
 			t.Errorf("timeout %s: err %v, want an invalid-config error", bad, err)
 		}

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 
+	"github.com/allotnet/allot/cni/cnispec"
 	"github.com/allotnet/allot/cni/plugin"
 )
 
@@ -25,8 +25,8 @@ func TestLogFormat(t *testing.T) {
 		return []byte(`{"cniVersion":"1.1.0","name":"allot","type":"allot","agentSocket":"` +
 			filepath.Join(dir, "no-agent.sock") + `","delQueueDir":"` + filepath.Join(dir, "q") + `","logFormat":"` + format + `"}`)
 	}
-	args := func(format string) *skel.CmdArgs {
-		return &skel.CmdArgs{ContainerID: "c0ffee", IfName: "eth0", Netns: "/run/netns/p", StdinData: conf(format)}
+	args := func(format string) *cnispec.CmdArgs {
+		return &cnispec.CmdArgs{ContainerID: "c0ffee", IfName: "eth0", Netns: "/run/netns/p", StdinData: conf(format)}
 	}
 
 	var stderr bytes.Buffer
@@ -44,7 +44,7 @@ func TestLogFormat(t *testing.T) {
 
 	stderr.Reset()
 	err := p.Del(args("yaml"))
-	var te *types.Error
+	var te *cnispec.Error
 	if !errors.As(err, &te) || te.Code != types.ErrInvalidNetworkConfig || !strings.Contains(te.Msg, "logFormat") {
 		t.Errorf("logFormat yaml: %v, want a config error naming logFormat", err)
 	}

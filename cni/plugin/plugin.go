@@ -1,20 +1,14 @@
 package plugin
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/netip"
 	"time"
 
-	"github.com/containernetworking/cni/pkg/skel"
-	"github.com/containernetworking/cni/pkg/types"
-	current "github.com/containernetworking/cni/pkg/types/100"
-	"github.com/containernetworking/cni/pkg/version"
-
 	"github.com/allotnet/allot/agent/cniserver/cniwire"
+	"github.com/allotnet/allot/cni/cnispec"
 	"github.com/allotnet/allot/cni/delqueue"
 	"github.com/allotnet/allot/cni/plugin/otlp"
 	"github.com/allotnet/allot/internal/logfmt"
@@ -22,7 +16,7 @@ import (
 
 // Versions are the CNI spec versions the plugin speaks. CHECK needs 0.4.0,
 // GC and STATUS need 1.1.0.
-var Versions = version.PluginSupports("0.4.0", "1.0.0", "1.1.0")
+var Versions = cnispec.Versions{"0.4.0", "1.0.0", "1.1.0"}
 
 // PodGateway is the pod's default gateway: a link-local address the host
 // veth answers through a permanent ARP entry, the same on every node.
@@ -48,9 +42,9 @@ type Plugin struct {
 	agentDown bool
 }
 
-// Funcs returns the callbacks for skel.PluginMainFuncs.
-func (p *Plugin) Funcs() skel.CNIFuncs {
-	return skel.CNIFuncs{Add: p.Add, Del: p.Del, Check: p.Check, GC: p.GC, Status: p.Status}
+// Funcs returns the commands for cnispec.Main.
+func (p *Plugin) Funcs() cnispec.Funcs {
+	return cnispec.Funcs{Add: p.Add, Del: p.Del, Check: p.Check, GC: p.GC, Status: p.Status}
 }
 
 // command is what every per-attachment command starts with: the parsed
@@ -60,7 +54,7 @@ type command struct {
 	req  cniwire.CNIRequest
 }
 
-func (p *Plugin) prepare(args *skel.CmdArgs) (*command, error) {
+func (p *Plugin) prepare(args *cnispec.CmdArgs) (*command, error) {
 	conf, err := parseNetConf(args.StdinData)
 	if err != nil {
 		return nil, err
@@ -75,15 +69,15 @@ func (p *Plugin) prepare(args *skel.CmdArgs) (*command, error) {
 			Attachment:   cniwire.Attachment{Network: conf.Name, ContainerID: args.ContainerID, IfName: args.IfName},
 			NetNS:        args.Netns,
 			CNIVersion:   conf.CNIVersion,
-			PodNamespace: string(k8s.K8S_POD_NAMESPACE),
-			PodName:      string(k8s.K8S_POD_NAME),
+			PodNamespace: k8s.podNamespace,
+			PodName:      k8s.podName,
 		},
 	}, nil
 }
 
 // Add asks the agent for an address and the pod's network, and prints the
 // result in the runtime's spec version.
-func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
+func (p *Plugin) Add(args *cnispec.CmdArgs) (err error) {
 	span, end := p.span("ADD", args)
 	defer func() { end(err) }()
 	c, err := p.prepare(args)
@@ -99,25 +93,21 @@ func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
 	}
 	res, err := cniwire.UnmarshalAddResult(body)
 	if err != nil {
-		return types.NewError(types.ErrInternal, "allot agent returned a malformed result", err.Error())
+		return cnispec.NewError(cnispec.ErrInternal, "allot agent returned a malformed result", err.Error())
 	}
 	result, err := buildResult(res, args.IfName, args.Netns, c.conf.DNS)
 	if err != nil {
-		return types.NewError(types.ErrInternal, "allot agent returned a malformed result", err.Error())
+		return cnispec.NewError(cnispec.ErrInternal, "allot agent returned a malformed result", err.Error())
 	}
-	if err := printResult(p.Stdout, result, c.conf.CNIVersion); err != nil {
-		var te *types.Error
-		if errors.As(err, &te) {
-			return te
-		}
-		return types.NewError(types.ErrIOFailure, "cannot write the result", err.Error())
+	if _, err := p.Stdout.Write(result.Append(nil, c.conf.CNIVersion)); err != nil {
+		return cnispec.NewError(cnispec.ErrIOFailure, "cannot write the result", err.Error())
 	}
 	return nil
 }
 
 // buildResult makes the CNI result for what the agent set up: the host
 // veth, the pod interface, its /32 and a default route via the gateway.
-func buildResult(res cniwire.AddResult, ifName, netns string, dns types.DNS) (*current.Result, error) {
+func buildResult(res cniwire.AddResult, ifName, netns string, dns cnispec.DNS) (*cnispec.Result, error) {
 	addr, err := netip.ParsePrefix(res.Address)
 	if err != nil {
 		return nil, fmt.Errorf("address %q: %w", res.Address, err)
@@ -131,28 +121,15 @@ func buildResult(res cniwire.AddResult, ifName, netns string, dns types.DNS) (*c
 			return nil, fmt.Errorf("gateway %q: %w", g, err)
 		}
 	}
-	return &current.Result{
-		CNIVersion: current.ImplementedSpecVersion,
-		Interfaces: []*current.Interface{
+	return &cnispec.Result{
+		Interfaces: []cnispec.Interface{
 			{Name: res.HostIfName, Mac: res.HostMAC},
 			{Name: ifName, Mac: res.ContainerMAC, Sandbox: netns},
 		},
-		IPs: []*current.IPConfig{{
-			Interface: current.Int(1),
-			Address:   net.IPNet{IP: addr.Addr().AsSlice(), Mask: net.CIDRMask(32, 32)},
-			Gateway:   gw.AsSlice(),
-		}},
-		Routes: []*types.Route{{
-			Dst: net.IPNet{IP: net.IPv4zero.To4(), Mask: net.CIDRMask(0, 32)},
-			GW:  gw.AsSlice(),
-		}},
-		DNS: dns,
+		IPs:    []cnispec.IPConfig{{Interface: 1, Address: addr, Gateway: gw}},
+		Routes: []cnispec.Route{{Dst: netip.PrefixFrom(netip.IPv4Unspecified(), 0), GW: gw}},
+		DNS:    dns,
 	}, nil
-}
-
-// asCurrent converts any supported result version to the current one.
-func asCurrent(r types.Result) (*current.Result, error) {
-	return current.NewResultFromResult(r)
 }
 
 // Del asks the agent to tear the attachment down, within DelTimeout. When
@@ -162,7 +139,7 @@ func asCurrent(r types.Result) (*current.Result, error) {
 // released. Without a queue (delQueueDir "") such a DEL fails with "try
 // again later": answering 0 for a DEL nothing will apply would leak the
 // address and leave the pod's network in place.
-func (p *Plugin) Del(args *skel.CmdArgs) (err error) {
+func (p *Plugin) Del(args *cnispec.CmdArgs) (err error) {
 	span, end := p.span("DEL", args)
 	defer func() { end(err) }()
 	c, err := p.prepare(args)
@@ -182,7 +159,7 @@ func (p *Plugin) Del(args *skel.CmdArgs) (err error) {
 		return agentError("DEL", err)
 	}
 	if c.conf.delQueue == "" {
-		return types.NewError(types.ErrTryAgainLater, "allot agent unreachable and the network config has no DEL queue (delQueueDir is \"\")",
+		return cnispec.NewError(cnispec.ErrTryAgainLater, "allot agent unreachable and the network config has no DEL queue (delQueueDir is \"\")",
 			fmt.Sprintf("agent: %v; the runtime must retry the DEL", err))
 	}
 	return p.queueDel(c, err)
@@ -204,7 +181,7 @@ func (p *Plugin) queueDel(c *command, agentErr error) error {
 	if qErr != nil {
 		// Not queued: fail, so the runtime retries rather than the address
 		// leaking silently.
-		return types.NewError(types.ErrTryAgainLater, "allot agent unreachable and the DEL could not be queued",
+		return cnispec.NewError(cnispec.ErrTryAgainLater, "allot agent unreachable and the DEL could not be queued",
 			fmt.Sprintf("agent: %v; queue: %v", agentErr, qErr))
 	}
 	p.log(c.conf).Warn("allot agent unreachable; DEL queued for replay",
@@ -214,7 +191,7 @@ func (p *Plugin) queueDel(c *command, agentErr error) error {
 
 // Check asks the agent to verify the attachment against its record and the
 // runtime's prevResult.
-func (p *Plugin) Check(args *skel.CmdArgs) (err error) {
+func (p *Plugin) Check(args *cnispec.CmdArgs) (err error) {
 	span, end := p.span("CHECK", args)
 	defer func() { end(err) }()
 	c, err := p.prepare(args)
@@ -226,7 +203,7 @@ func (p *Plugin) Check(args *skel.CmdArgs) (err error) {
 		return err
 	}
 	if prev == nil {
-		return types.NewError(types.ErrInvalidNetworkConfig, "CHECK needs a prevResult", "the runtime must pass the ADD result as prevResult")
+		return cnispec.NewError(cnispec.ErrInvalidNetworkConfig, "CHECK needs a prevResult", "the runtime must pass the ADD result as prevResult")
 	}
 	c.req.PrevResult = prev
 	if _, err := p.call(deadline(c.conf.timeout), span, c.conf.AgentSocket, cniwire.MethodCheck, c.req.Marshal()); err != nil {
@@ -237,7 +214,7 @@ func (p *Plugin) Check(args *skel.CmdArgs) (err error) {
 
 // GC sends the runtime's valid attachments to the agent, which removes the
 // attachments of this network that are not among them.
-func (p *Plugin) GC(args *skel.CmdArgs) (err error) {
+func (p *Plugin) GC(args *cnispec.CmdArgs) (err error) {
 	span, end := p.span("GC", args)
 	defer func() { end(err) }()
 	conf, err := parseNetConf(args.StdinData)
@@ -261,7 +238,7 @@ func (p *Plugin) GC(args *skel.CmdArgs) (err error) {
 // Status reports whether the agent can serve ADDs, within StatusTimeout:
 // 50 when it can't be reached, doesn't answer in time, or is up but has no
 // address and can't get one.
-func (p *Plugin) Status(args *skel.CmdArgs) (err error) {
+func (p *Plugin) Status(args *cnispec.CmdArgs) (err error) {
 	span, end := p.span("STATUS", args)
 	defer func() { end(err) }()
 	conf, err := parseNetConf(args.StdinData)

@@ -13,11 +13,11 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/invoke"
-	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/version"
 
 	"github.com/allotnet/allot/agent/cniserver/cniservertest"
 	"github.com/allotnet/allot/agent/cniserver/cniwire"
+	"github.com/allotnet/allot/cni/cnispec"
 	"github.com/allotnet/allot/cni/plugin"
 	"github.com/allotnet/allot/cni/plugin/otlp"
 	"github.com/allotnet/allot/internal/telemetry/telemetrytest"
@@ -150,7 +150,7 @@ func TestSpansToAnOlderAgent(t *testing.T) {
 	sock := oldAgent(t)
 	p := tracedPlugin()
 	conf := []byte(`{"cniVersion":"1.1.0","name":"allot","type":"allot","agentSocket":"` + sock + `"}`)
-	if err := p.Status(&skel.CmdArgs{StdinData: conf}); err != nil {
+	if err := p.Status(&cnispec.CmdArgs{StdinData: conf}); err != nil {
 		t.Fatalf("traced STATUS against an older agent: %v", err)
 	}
 	err := p.FlushSpans(t.Context())
@@ -166,7 +166,7 @@ func TestSpansWhenTheAgentIsDown(t *testing.T) {
 	p := tracedPlugin()
 	conf := []byte(`{"cniVersion":"1.1.0","name":"allot","type":"allot","agentSocket":"` + filepath.Join(dir, "none.sock") +
 		`","delQueueDir":"` + filepath.Join(dir, "q") + `"}`)
-	if err := p.Del(&skel.CmdArgs{ContainerID: "c0ffee", IfName: "eth0", Netns: "/run/netns/p", StdinData: conf}); err != nil {
+	if err := p.Del(&cnispec.CmdArgs{ContainerID: "c0ffee", IfName: "eth0", Netns: "/run/netns/p", StdinData: conf}); err != nil {
 		t.Fatalf("traced DEL, agent down: %v", err)
 	}
 	err := p.FlushSpans(t.Context())

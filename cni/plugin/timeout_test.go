@@ -8,8 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/containernetworking/cni/pkg/skel"
-
+	"github.com/allotnet/allot/cni/cnispec"
 	"github.com/allotnet/allot/cni/plugin"
 )
 
@@ -48,12 +47,12 @@ func TestADDBoundsChain(t *testing.T) {
 // runtime's log why the timeout is risky; the default says nothing.
 func TestLongTimeoutWarns(t *testing.T) {
 	dir := t.TempDir()
-	args := func(timeout string) *skel.CmdArgs {
+	args := func(timeout string) *cnispec.CmdArgs {
 		conf := `{"cniVersion":"1.1.0","name":"allot","type":"allot","agentSocket":"` + filepath.Join(dir, "no-agent.sock") + `"`
 		if timeout != "" {
 			conf += `,"timeout":"` + timeout + `"`
 		}
-		return &skel.CmdArgs{ContainerID: "c0ffee", IfName: "eth0", Netns: "/run/netns/p", StdinData: []byte(conf + "}")}
+		return &cnispec.CmdArgs{ContainerID: "c0ffee", IfName: "eth0", Netns: "/run/netns/p", StdinData: []byte(conf + "}")}
 	}
 	for timeout, warn := range map[string]bool{"": false, "100s": false, "2m": true, "150s": true} {
 		var stderr bytes.Buffer

@@ -4,9 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/containernetworking/cni/pkg/skel"
-
 	"github.com/allotnet/allot/agent/cniserver/cniwire"
+	"github.com/allotnet/allot/cni/cnispec"
 	"github.com/allotnet/allot/cni/plugin/otlp"
 )
 
@@ -16,7 +15,7 @@ const TraceScope = "github.com/allotnet/allot/cni/plugin"
 // span starts the command's span, the root of the trace the agent's and
 // the broker's spans for this call join; end records the command's error.
 // Without a tracer the span is nil and both are no-ops.
-func (p *Plugin) span(verb string, args *skel.CmdArgs) (*otlp.Span, func(error)) {
+func (p *Plugin) span(verb string, args *cnispec.CmdArgs) (*otlp.Span, func(error)) {
 	if p.Tracer == nil {
 		return nil, func(error) {}
 	}

@@ -15,8 +15,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/containernetworking/cni/pkg/skel"
-
+	"github.com/allotnet/allot/cni/cnispec"
 	"github.com/allotnet/allot/cni/plugin"
 	"github.com/allotnet/allot/cni/plugin/otlp"
 	"github.com/allotnet/allot/internal/buildinfo"
@@ -44,10 +43,9 @@ func main() {
 	// spans (cni/plugin/otlp), which costs nothing when tracing is off, and
 	// hands them to the agent, which exports them to its collector.
 	p.Tracer = traces()
-	// An empty about string makes skel report a missing CNI_COMMAND as an
-	// error (code 4) instead of printing a banner and exiting 0, which a
-	// caller could take for success.
-	e := skel.PluginMainFuncsWithError(p.Funcs(), plugin.Versions, "")
+	// A missing CNI_COMMAND is an error (code 4), not a banner and exit 0,
+	// which a caller could take for success.
+	e := cnispec.Main(cnispec.Env{Getenv: os.Getenv, Stdin: os.Stdin, Stdout: os.Stdout}, p.Funcs(), plugin.Versions)
 	if p.Tracer != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
 		if err := p.FlushSpans(ctx); err != nil {
@@ -56,7 +54,7 @@ func main() {
 		cancel()
 	}
 	if e != nil {
-		if err := e.Print(); err != nil {
+		if err := e.Print(os.Stdout); err != nil {
 			fmt.Fprintf(os.Stderr, "allot: write the error to stdout: %v\n", err)
 		}
 		os.Exit(1)

@@ -27,6 +27,9 @@ type nodeMemoed struct {
 	enis []store.ENI
 	lim  planner.Limits
 	pn   planner.Node
+	// slots are the address slots enis hold (slotsOf), what a demand's
+	// Known is weighed against.
+	slots int
 	// demand is the (Pending, WarmShortfall, InFlight) choice was worked
 	// out for; known says it was.
 	demand [3]int
@@ -40,20 +43,23 @@ func memoable(snap *snapshot, n store.Node, lim planner.Limits) bool {
 	return n.Rev != 0 && len(snap.podnets) == 0 && !(mode(n.Mode) == planner.Prefix && lim.PrefixCapable)
 }
 
-// get returns the kept view of node n, if nothing it was built from
-// changed.
-func (m nodeMemo) get(n store.Node, enis []store.ENI, lim planner.Limits) (planner.Node, bool) {
+// get returns the kept view of node n and the slots of its ENIs, if
+// nothing they were worked out from changed.
+func (m nodeMemo) get(n store.Node, enis []store.ENI, lim planner.Limits) (planner.Node, int, bool) {
 	was, ok := m[n.InstanceID]
 	if !ok || was.rev != n.Rev || was.lim != lim || !sameList(was.enis, enis) {
-		return planner.Node{}, false
+		return planner.Node{}, 0, false
 	}
-	return was.pn, true
+	return was.pn, was.slots, true
 }
 
-// put keeps node n's view pn, built from enis and lim.
-func (m nodeMemo) put(n store.Node, enis []store.ENI, lim planner.Limits, pn planner.Node) {
+// put keeps node n's view pn, built from enis and lim, and returns the
+// slots of enis.
+func (m nodeMemo) put(n store.Node, enis []store.ENI, lim planner.Limits, pn planner.Node) int {
 	pn.Pending, pn.WarmShortfall, pn.InFlight = 0, 0, 0
-	m[n.InstanceID] = &nodeMemoed{rev: n.Rev, enis: enis, lim: lim, pn: pn}
+	slots := slotsOf(enis)
+	m[n.InstanceID] = &nodeMemoed{rev: n.Rev, enis: enis, lim: lim, pn: pn, slots: slots}
+	return slots
 }
 
 // hasChoice reports whether node pn can be served in more than one shape,

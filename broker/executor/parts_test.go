@@ -55,7 +55,8 @@ func TestPartsAdmitAsAWholePlan(t *testing.T) {
 
 			// A plan of every node at once, as rounds made before parts.
 			rs := newRunState(func(error) {})
-			nodes, held, _ := e.plannable(rs, snap, free, now)
+			w, held, _ := e.plannable(rs, snap, free, now, true)
+			nodes := w.all()
 			budgets := planner.Budgets{}
 			for id, sn := range snap.subnets {
 				budgets[id] = sn.Available()

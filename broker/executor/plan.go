@@ -1,13 +1,10 @@
 package executor
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/allotnet/allot/broker/planner"
@@ -22,7 +19,8 @@ import (
 // between the kinds of call (planner.Options.Expected). Then it plans
 // early, from tokens a full bucket would lose, some of those (planEarly).
 func (e *Engine) plan(rs *runState, snap *snapshot, queued map[string]int64, free func(string) bool, now time.Time) {
-	nodes, held, wake := e.plannable(rs, snap, free, now)
+	timeOptimal := e.cfg.PlanPolicy == planner.TimeOptimal
+	nodes, held, wake := e.plannable(rs, snap, free, now, timeOptimal)
 	held.e, held.rs, held.snap = e, rs, snap
 	defer func() {
 		if wake > 0 {
@@ -33,9 +31,9 @@ func (e *Engine) plan(rs *runState, snap *snapshot, queued map[string]int64, fre
 	for id, sn := range snap.subnets {
 		budgets[id] = max(sn.Available()-queued[id], 0)
 	}
-	if len(nodes) > 0 {
+	if len(nodes.list) > 0 {
 		opt := planner.Options{Policy: e.cfg.PlanPolicy, Buckets: e.buckets(rs)}
-		choice := opt.Policy == planner.TimeOptimal && anyChoice(nodes, rs.nodes)
+		choice := timeOptimal && nodes.choice
 		if choice {
 			opt.Expected = heldNodes(held.views())
 		}
@@ -71,19 +69,19 @@ const partMin = 32
 // call has no room left, only the nodes the other kind serves
 // (planner.Calls) are planned on. A part's admitted actions come off the
 // budgets before the next part is planned.
-func (e *Engine) planInParts(rs *runState, snap *snapshot, nodes []planner.Node, budgets planner.Budgets, opt planner.Options, choice bool) time.Duration {
+func (e *Engine) planInParts(rs *runState, snap *snapshot, w *wants, budgets planner.Budgets, opt planner.Options, choice bool) time.Duration {
 	lim := e.limiter()
 	if lim == nil {
-		_, retry := e.planPart(rs, snap, nodes, budgets, opt)
+		_, retry := e.planPart(rs, snap, w.all(), budgets, opt)
 		return retry
 	}
-	nodes = byNeed(nodes)
+	w.byNeed()
 	if choice {
-		opt.Balance = planner.Balanced(nodes, opt)
+		opt.Balance = planner.Balanced(w.all(), opt)
 	}
 	var wake time.Duration
 	var serves func(planner.Node) bool
-	for len(nodes) > 0 {
+	for w.next < len(w.list) {
 		assigns, creates, next := e.room(rs)
 		if assigns < 1 && creates < 1 {
 			return minPositive(wake, next)
@@ -98,9 +96,7 @@ func (e *Engine) planInParts(rs *runState, snap *snapshot, nodes []planner.Node,
 				return assign && assigns > 0 || create && creates > 0
 			}
 		}
-		k := max(2*(assigns+creates), partMin)
-		var part []planner.Node
-		part, nodes = takePart(nodes, k, serves)
+		part := w.take(max(2*(assigns+creates), partMin), serves)
 		if len(part) == 0 {
 			break
 		}
@@ -110,24 +106,6 @@ func (e *Engine) planInParts(rs *runState, snap *snapshot, nodes []planner.Node,
 		}
 	}
 	return wake
-}
-
-// takePart returns the first k of nodes that serves keeps (nil: all), and
-// the nodes after the last one looked at.
-func takePart(nodes []planner.Node, k int, serves func(planner.Node) bool) (part, rest []planner.Node) {
-	if serves == nil {
-		k = min(k, len(nodes))
-		return nodes[:k], nodes[k:]
-	}
-	for i, n := range nodes {
-		if len(part) == k {
-			return part, nodes[i:]
-		}
-		if serves(n) {
-			part = append(part, n)
-		}
-	}
-	return part, nil
 }
 
 // planPart plans nodes, notes each one's unmet demand, and queues the
@@ -144,41 +122,6 @@ func (e *Engine) planPart(rs *runState, snap *snapshot, nodes []planner.Node, bu
 		e.unmet.set(pn.InstanceID, unmetError(pn, sf, snap.subnets[budgetSubnet(pn, snap)]))
 	}
 	return e.carryOut(rs, snap, p, budgets)
-}
-
-// byNeed returns nodes in the order a plan of all of them serves them:
-// the most addresses for waiting pods first (net of those in flight),
-// then, among nodes with none waiting, the largest warm shortfall; ties by
-// InstanceID.
-func byNeed(nodes []planner.Node) []planner.Node {
-	type need struct {
-		urgent, warm int
-		id           string
-		i            int
-	}
-	keys := make([]need, len(nodes))
-	for i, n := range nodes {
-		in := max(n.InFlight, 0)
-		k := need{urgent: max(n.Pending-in, 0), id: n.InstanceID, i: i}
-		if k.urgent == 0 {
-			k.warm = max(max(n.Pending, 0)+max(n.WarmShortfall, 0)-in, 0)
-		}
-		keys[i] = k
-	}
-	// Nodes come in InstanceID order (the snapshot's): then a tie goes by
-	// position, without comparing the IDs again.
-	byID := slices.IsSortedFunc(nodes, func(a, b planner.Node) int { return strings.Compare(a.InstanceID, b.InstanceID) })
-	slices.SortFunc(keys, func(a, b need) int {
-		if c := cmp.Or(cmp.Compare(b.urgent, a.urgent), cmp.Compare(b.warm, a.warm)); c != 0 || byID {
-			return cmp.Or(c, cmp.Compare(a.i, b.i))
-		}
-		return strings.Compare(a.id, b.id)
-	})
-	out := make([]planner.Node, len(nodes))
-	for i, k := range keys {
-		out[i] = nodes[k.i]
-	}
-	return out
 }
 
 // room is how many more actions the buckets would admit now (admit): those
@@ -237,14 +180,15 @@ func actionSubnet(a planner.Action, snap *snapshot) string {
 	return a.SubnetID
 }
 
-// plannable returns the planner's view of every node that wants addresses,
-// is idle, and whose demand has settled; held, the idle nodes whose demand
-// is still gathering; and wake, when the next one of those settles (0:
-// none).
-func (e *Engine) plannable(rs *runState, snap *snapshot, free func(string) bool, now time.Time) (nodes []planner.Node, held gatheringSet, wake time.Duration) {
+// plannable returns the nodes that want addresses, are idle, and whose
+// demand has settled (their planner views made as the round's parts take
+// them: wants); held, the idle nodes whose demand is still gathering; and
+// wake, when the next one of those settles (0: none). askChoice says to
+// find whether any node can be served in more than one shape.
+func (e *Engine) plannable(rs *runState, snap *snapshot, free func(string) bool, now time.Time, askChoice bool) (w *wants, held gatheringSet, wake time.Duration) {
 	wanting, waiting := e.wanting(rs, snap, free)
 	spare := e.tokensSpare(rs, waiting)
-	nodes = make([]planner.Node, 0, len(wanting))
+	w = &wants{e: e, rs: rs, snap: snap, list: make([]want, 0, len(wanting))}
 	for _, i := range wanting {
 		n := snap.nodes[i]
 		id := n.InstanceID
@@ -258,7 +202,7 @@ func (e *Engine) plannable(rs *runState, snap *snapshot, free func(string) bool,
 			e.unmet.set(id, err)
 			continue
 		}
-		pn, why := e.plannerNode(rs, snap, n, d)
+		pn, why, kept := e.plannerNodeKept(rs, snap, n, d)
 		if why != "" {
 			e.unmet.set(id, &reasoned{store.UnmetNotReady, errors.New(why)})
 			continue
@@ -267,9 +211,9 @@ func (e *Engine) plannable(rs *runState, snap *snapshot, free func(string) bool,
 			e.unmet.set(id, nil)
 			continue
 		}
-		nodes = append(nodes, pn)
+		w.add(i, pn, kept, askChoice)
 	}
-	return nodes, held, wake
+	return w, held, wake
 }
 
 // wanting walks the nodes once: those that want addresses and are idle
@@ -368,34 +312,44 @@ func minPositive(a, b time.Duration) time.Duration {
 // missing for it. The view without its demand is kept between rounds
 // (nodeMemo) and built again only when the node's records changed.
 func (e *Engine) plannerNode(rs *runState, snap *snapshot, n store.Node, d store.Demand) (planner.Node, string) {
+	pn, why, _ := e.plannerNodeKept(rs, snap, n, d)
+	return pn, why
+}
+
+// plannerNodeKept is plannerNode, and whether the view (without its
+// demand) is the one the memo keeps for the node.
+func (e *Engine) plannerNodeKept(rs *runState, snap *snapshot, n store.Node, d store.Demand) (planner.Node, string, bool) {
 	lim, ok := e.inst.Limits(n)
 	if !ok {
-		return planner.Node{}, fmt.Sprintf("instance type %q limits unknown", n.InstanceType)
+		return planner.Node{}, fmt.Sprintf("instance type %q limits unknown", n.InstanceType), false
 	}
 	if n.SubnetID == "" {
-		return planner.Node{}, "node has no subnet"
+		return planner.Node{}, "node has no subnet", false
 	}
 	if _, ok := snap.subnets[n.SubnetID]; !ok {
-		return planner.Node{}, fmt.Sprintf("subnet %s not yet known", n.SubnetID)
+		return planner.Node{}, fmt.Sprintf("subnet %s not yet known", n.SubnetID), false
 	}
 	enis := snap.byNode[n.InstanceID]
 	keep := memoable(snap, n, lim)
-	pn, ok := planner.Node{}, false
+	pn, slots, ok := planner.Node{}, -1, false
 	if keep {
-		pn, ok = rs.nodes.get(n, enis, lim)
+		pn, slots, ok = rs.nodes.get(n, enis, lim)
 	}
 	if !ok {
 		var why string
 		if pn, why = e.nodeView(snap, n, enis, lim); why != "" {
-			return planner.Node{}, why
+			return planner.Node{}, why, false
 		}
 		if keep {
-			rs.nodes.put(n, enis, lim, pn)
+			slots = rs.nodes.put(n, enis, lim, pn)
 		}
 	}
 	pn.Pending, pn.WarmShortfall = d.Pending, d.WarmShortfall
-	pn.InFlight = e.inFlight(rs, snap, n.InstanceID, d)
-	return pn, ""
+	if slots < 0 {
+		slots = slotsOf(enis)
+	}
+	pn.InFlight = e.inFlightOf(rs, n.InstanceID, d, slots)
+	return pn, "", keep
 }
 
 // nodeView is the planner's view of node n, of ENIs enis and limits lim,
@@ -432,17 +386,17 @@ func (e *Engine) nodeView(snap *snapshot, n store.Node, enis []store.ENI, lim pl
 	return pn, ""
 }
 
-// inFlight is what the broker's records give the node beyond what its
-// demand was computed against. An agent that states what it knew (Known)
+// inFlightOf is what the broker's records give the node beyond what its
+// demand was computed against, its ENIs holding slots (slotsOf). An agent that states what it knew (Known)
 // gets an exact answer: whatever the records hold beyond it is on its way
 // to the pool, and nothing else is. For a demand without it, deliveries
 // recorded after the demand was stored are counted instead, a clock-based
 // estimate.
-func (e *Engine) inFlight(rs *runState, snap *snapshot, node string, d store.Demand) int {
+func (e *Engine) inFlightOf(rs *runState, node string, d store.Demand, slots int) int {
 	if !d.HasKnown {
 		return e.deliveredSince(rs, node, d.UpdatedAt)
 	}
-	return max(slotsOf(snap.byNode[node])-d.Known, 0)
+	return max(slots-d.Known, 0)
 }
 
 // slotsOf counts address slots as agents count them in Known: secondary

@@ -67,7 +67,9 @@ type BrokerConfig struct {
 	// attestation. Empty serves plaintext to anyone (tests of the harness
 	// itself only).
 	PKIDir string
-	Logger *slog.Logger
+	// MaxAgentCalls is Config.MaxAgentCalls.
+	MaxAgentCalls int
+	Logger        *slog.Logger
 }
 
 // Flags registers the config's flags on fs, with c's values as defaults.
@@ -85,6 +87,7 @@ func (c *BrokerConfig) Flags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.Reconciler, "reconciler", c.Reconciler, "run the reconciler on the leader")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", c.CPUProfile, "write a CPU profile here on exit")
 	fs.StringVar(&c.PKIDir, "pki-dir", c.PKIDir, "directory with the broker's certificate and awssim's identity certificate (TLS and attestation on)")
+	fs.IntVar(&c.MaxAgentCalls, "max-agent-calls", c.MaxAgentCalls, "the agents' calls that read or write etcd the broker runs at once (0: its default; negative: no bound)")
 }
 
 // Args is the command line Flags parses back into c.
@@ -99,6 +102,7 @@ func (c BrokerConfig) Args() []string {
 		"--reconciler=" + strconv.FormatBool(c.Reconciler),
 		"--cpuprofile", c.CPUProfile,
 		"--pki-dir", c.PKIDir,
+		"--max-agent-calls", strconv.Itoa(c.MaxAgentCalls),
 	}
 }
 
@@ -125,6 +129,10 @@ type BrokerStats struct {
 	// EtcdRevision is etcd's revision: it rises by one per transaction
 	// that changed a key, whoever wrote it.
 	EtcdRevision int64 `json:"etcd_revision"`
+	// RefusedCalls is how many agent calls the broker refused as busy
+	// (its bound on calls at once, or a node's earlier call of the kind
+	// still running).
+	RefusedCalls int64 `json:"refused_calls"`
 	// Buckets are the broker's own token buckets for the burst's calls,
 	// by EC2 action: what each holds now and its size. At a share below 1
 	// they refill slower than EC2's, so they are still filling after
@@ -213,14 +221,15 @@ func StartBroker(ctx context.Context, cfg BrokerConfig) (*Broker, error) {
 	}
 	b, err := brokerd.New(ctx, brokerd.Config{
 		Name: "bench-broker", Cluster: Cluster, Listen: "127.0.0.1:0",
-		Etcd:         etcd,
-		EC2:          brokerd.EC2Config{Endpoint: cfg.EC2Endpoint, BucketShare: cfg.Share},
-		Clock:        simClock,
-		Engine:       engine,
-		NoReconciler: !cfg.Reconciler,
-		Logger:       cfg.Logger,
-		GRPC:         gc,
-		Auth:         ac,
+		Etcd:          etcd,
+		EC2:           brokerd.EC2Config{Endpoint: cfg.EC2Endpoint, BucketShare: cfg.Share},
+		Clock:         simClock,
+		Engine:        engine,
+		NoReconciler:  !cfg.Reconciler,
+		Logger:        cfg.Logger,
+		GRPC:          gc,
+		Auth:          ac,
+		MaxAgentCalls: cfg.MaxAgentCalls,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("bench broker: %w", err)
@@ -267,6 +276,7 @@ func (b *Broker) Stats() BrokerStats {
 	s.Writes = b.b.Store().Writes()
 	s.EC2Calls = b.b.EC2().Calls()
 	s.EC2Throttled = b.b.EC2().Throttled()
+	s.RefusedCalls = b.b.RefusedCalls()
 	s.Proc = SelfProcStats()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -136,6 +136,10 @@ type Config struct {
 	// the burst left is released inside the measured window; tests that
 	// check a burst makes only the calls the broker planned set it long.
 	ReleaseAfter time.Duration
+	// MaxAgentCalls is the broker's bound on the agents' calls that read
+	// or write etcd at once (allot-broker's --max-agent-calls); 0 keeps
+	// its default, negative sets none.
+	MaxAgentCalls int
 	// PlanPolicies, when set, runs every allot variant once per policy
 	// (its first for the table-error and other-tenant variants), so the
 	// policies appear side by side.

@@ -4,6 +4,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/allotnet/allot/agent/daemon"
 )
@@ -138,5 +139,23 @@ func TestAblation(t *testing.T) {
 	want = []string{"allot/prefix/share=1/time-optimal", "allot/prefix/share=1/naive"}
 	if strings.Join(names, " ") != strings.Join(want, " ") {
 		t.Errorf("with naive among the policies: variants %v, want %v", names, want)
+	}
+}
+
+// TestBrokerArgsRoundTrip: the broker child's command line carries every
+// setting the harness gives it, the bound on the agents' calls among
+// them, back into the child's config.
+func TestBrokerArgsRoundTrip(t *testing.T) {
+	want := BrokerConfig{DataDir: "/d", EtcdEndpoint: "e:1", EC2Endpoint: "http://c", Share: 0.5, TimeScale: 5,
+		PlanPolicy: "fewest-calls", ReleaseAfter: time.Minute, Fsync: true, Reconciler: true,
+		CPUProfile: "/p", PKIDir: "/k", MaxAgentCalls: 256}
+	var got BrokerConfig
+	fs := newFlagSet("broker")
+	got.Flags(fs)
+	if err := fs.Parse(want.Args()); err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Errorf("parsed back\n%+v\nwant\n%+v", got, want)
 	}
 }

@@ -154,6 +154,9 @@ type Result struct {
 	BrokerPeakRSS  int64   `json:"broker_peak_rss_bytes"`
 	// BrokerMem are the broker process's memory peaks by kind.
 	BrokerMem *MemPeaks `json:"broker_mem,omitempty"`
+	// RefusedCalls is how many agent calls the broker refused as busy from
+	// the burst's start to the end of the run.
+	RefusedCalls int64 `json:"refused_calls,omitempty"`
 	// EtcdPeakRSS and EtcdCPUTotal are etcd's high-water mark and CPU
 	// seconds over its life when it runs apart from the broker
 	// (Config.SeparateEtcd); zero when the broker embeds it, and then

@@ -150,7 +150,7 @@ func (r *variantRun) startAllot(ctx context.Context) error {
 	r.broker, err = startBrokerHandle(ctx, cfg, BrokerConfig{
 		DataDir: etcdDir, EtcdEndpoint: etcdEndpoint, EC2Endpoint: r.cloud.ec2, Share: v.brokerShare() * cfg.accountScale(), TimeScale: cfg.TimeScale, PlanPolicy: cmp.Or(v.Policy, cfg.PlanPolicy),
 		Fsync: cfg.EtcdFsync, Reconciler: true, CPUProfile: profilePath(cfg.BrokerCPUProfile, v),
-		PKIDir: pkiDir, ReleaseAfter: cfg.ReleaseAfter,
+		PKIDir: pkiDir, ReleaseAfter: cfg.ReleaseAfter, MaxAgentCalls: cfg.MaxAgentCalls,
 	})
 	if err != nil {
 		return err
@@ -393,6 +393,7 @@ func (r *variantRun) reportAllot(ctx context.Context, w *burstWindow) error {
 		}
 	}
 	res.EtcdWritesPerPod = float64(res.EtcdWrites) / float64(res.Pods)
+	res.RefusedCalls = bEnd.RefusedCalls - w.bStart.RefusedCalls
 	if broker.pid != 0 {
 		res.BrokerCPU = w.bBurst.Proc.CPUSeconds - w.bStart.Proc.CPUSeconds
 		res.BrokerCores = res.BrokerCPU / w.took.Seconds()

@@ -95,9 +95,13 @@ type Figures struct {
 	WarmFloorSim float64 `json:"warm_floor_s"`
 	NotWarm      int     `json:"nodes_not_warm"`
 	StatusWrites int64   `json:"status_writes"`
-	Problems     int     `json:"problems"`
-	Status       string  `json:"status"`
-	Error        string  `json:"error,omitempty"`
+	// RefusedCalls are the agents' calls the broker refused as busy from
+	// the burst's start on; MaxAgentCalls its bound (0: its default).
+	RefusedCalls  int64  `json:"refused_calls"`
+	MaxAgentCalls int    `json:"max_agent_calls,omitempty"`
+	Problems      int    `json:"problems"`
+	Status        string `json:"status"`
+	Error         string `json:"error,omitempty"`
 	// Load is the machine's 1-minute load average at the end: the run
 	// shares its cores with whatever else ran.
 	Load    string          `json:"load"`
@@ -155,6 +159,7 @@ func FromResult(r burst.Result, t Targets, load string) Figures {
 		EtcdWritesPerPod: r.EtcdWritesPerPod, Problems: len(r.Problems),
 		WarmSim: r.WarmSim, WarmFloorSim: r.WarmFloorSim, NotWarm: r.WarmShortAfter,
 		StatusWrites: r.EtcdWritesByMethod["PutNodeStatus"] + r.EtcdWritesByMethod["ClearNodeStatus"],
+		RefusedCalls: r.RefusedCalls,
 		Status:       r.Status, Error: r.Error, Load: load, Targets: t,
 	}
 	if r.EtcdPeakRSS > 0 {
@@ -206,6 +211,12 @@ func (f Figures) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "%-34s %12.2f %12s\n", "broker cores in the burst", f.BrokerCores, "")
 	fmt.Fprintf(w, "%-34s %12.3f %12s\n", "etcd writes / pod (burst)", f.EtcdWritesPerPod, "")
 	fmt.Fprintf(w, "%-34s %12d %12s\n", "node status writes (burst)", f.StatusWrites, "")
+	bound := "default"
+	if f.MaxAgentCalls != 0 {
+		bound = fmt.Sprint(f.MaxAgentCalls)
+	}
+	fmt.Fprintf(w, "%-34s %12d %12s\n", "agent calls refused as busy (burst)", f.RefusedCalls, "")
+	fmt.Fprintf(w, "%-34s %12s %12s\n", "  bound on agent calls at once", bound, "")
 	fmt.Fprintf(w, "%-34s %12d %12s\n", "problems", f.Problems, "")
 	if len(f.SlowRoundMs) > 0 {
 		fmt.Fprintf(w, "rounds over 50 ms, ms by phase: %v\n", f.SlowRoundMs)

@@ -25,6 +25,16 @@ func TestFromResultTargets(t *testing.T) {
 	if f.StatusWrites != 5 {
 		t.Errorf("status writes %d, want 5", f.StatusWrites)
 	}
+	r.RefusedCalls = 30255
+	f = FromResult(r, DefaultTargets, "1 1 1")
+	f.MaxAgentCalls = 256
+	var tb bytes.Buffer
+	f.WriteTable(&tb)
+	for _, line := range []string{"agent calls refused as busy (burst)", "30255", "bound on agent calls at once", "256"} {
+		if !strings.Contains(tb.String(), line) {
+			t.Errorf("table lacks %q:\n%s", line, tb.String())
+		}
+	}
 	// A round beyond the histogram's last bound, no idle window, an
 	// incomplete burst: all missed.
 	r.RoundP99, r.Idle, r.Complete = -1, nil, false

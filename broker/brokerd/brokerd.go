@@ -188,6 +188,10 @@ func (b *Broker) Addr() string { return b.lis.Addr().String() }
 // Store is the broker's etcd store.
 func (b *Broker) Store() *store.Store { return b.st }
 
+// RefusedCalls is how many agent calls the server refused as busy since
+// it started.
+func (b *Broker) RefusedCalls() int64 { return b.srv.RefusedCalls() }
+
 // EC2 is the broker's EC2 client (its call counters).
 func (b *Broker) EC2() *ec2client.Client { return b.ec2 }
 

@@ -57,6 +57,8 @@ func run(args []string) int {
 		"as allot-broker's --memory-limit sets it in a container; empty: none")
 	separateEtcd := fs.Bool("separate-etcd", false, "run etcd in a process of its own and the broker against it (as with allot-broker --etcd-endpoints), "+
 		"so the broker's RSS and etcd's are reported apart; by default the broker embeds etcd and its RSS includes etcd's")
+	maxCalls := fs.Int("max-agent-calls", 0, "the broker's bound on the agents' calls that read or write etcd at once "+
+		"(allot-broker's --max-agent-calls; 0: its default, negative: none)")
 	logFlags := logfmt.Register(fs, "error")
 	buildinfo.Flag(fs)
 	if err := fs.Parse(args); err != nil {
@@ -88,6 +90,7 @@ func run(args []string) int {
 		cfg.IdleWindow, cfg.UpDown = 0, &burst.UpDown{DownWindow: *downWindow}
 	}
 	cfg.BrokerCPUProfile = *brokerProfile
+	cfg.MaxAgentCalls = *maxCalls
 	cfg.SeparateEtcd = *separateEtcd
 	cfg.Logger = logfmt.New(os.Stderr, level)
 	cfg.Progress = os.Stderr
@@ -132,6 +135,7 @@ func run(args []string) int {
 		return 0
 	}
 	f := scale.FromResult(rep.Results[0], scale.DefaultTargets, loadAverage())
+	f.MaxAgentCalls = *maxCalls
 	fmt.Println()
 	f.WriteTable(os.Stdout)
 	b, err := json.Marshal(struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -222,15 +223,21 @@ func (s *Store) sweepAlive(ttl time.Duration, g *liveGroup) {
 	}
 }
 
-// Alive returns the nodes whose alive key exists.
+// Alive returns the nodes whose alive key exists. The key names the node,
+// so only the keys are read: a scrape of the cluster's gauges reads no
+// node's liveness record, and a record that does not decode makes no
+// difference to whether its node is alive.
 func (s *Store) Alive(ctx context.Context) (map[string]bool, error) {
-	ls, err := listAll[*Liveness](ctx, s, kindAlive)
+	dir := s.dir(kindAlive)
+	resp, err := s.cli.Get(ctx, dir, clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("list alive nodes: %w", err)
 	}
-	out := make(map[string]bool, len(ls))
-	for _, l := range ls {
-		out[l.InstanceID] = true
+	out := make(map[string]bool, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		if id := strings.TrimPrefix(string(kv.Key), dir); id != "" {
+			out[id] = true
+		}
 	}
 	return out, nil
 }

@@ -132,3 +132,25 @@ func TestKeepAliveMovedNode(t *testing.T) {
 		t.Errorf("replica a did not record i-1 again after it moved back")
 	}
 }
+
+// TestAliveReadsKeysOnly: Alive names the nodes from their keys alone, so
+// a liveness record that does not decode still counts its node alive and
+// fails nothing, and a node without a key is not alive.
+func TestAliveReadsKeysOnly(t *testing.T) {
+	s := newStore(t)
+	ctx := ctxT(t)
+	mustNode(t, s, "i-1")
+	if err := s.KeepAlive(ctx, "i-1", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.cli.Put(ctx, s.key(kindAlive, "i-2"), "{not json"); err != nil {
+		t.Fatal(err)
+	}
+	alive, err := s.Alive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !alive["i-1"] || !alive["i-2"] || alive["i-3"] || len(alive) != 2 {
+		t.Errorf("Alive = %v, want i-1 and i-2", alive)
+	}
+}

@@ -35,6 +35,28 @@ type nodeMemoed struct {
 	demand [3]int
 	choice bool
 	known  bool
+	// callsFor is the demand assign and create (planner.Calls without a
+	// balance) were worked out for; callsKnown says they were.
+	callsFor       [3]int
+	assign, create bool
+	callsKnown     bool
+}
+
+// calls returns the kinds of call kept for the node's view with demand,
+// if kept (m may be nil: nothing is).
+func (m *nodeMemoed) calls(demand [3]int) (assign, create, ok bool) {
+	if m == nil || !m.callsKnown || m.callsFor != demand {
+		return false, false, false
+	}
+	return m.assign, m.create, true
+}
+
+// keepCalls keeps the kinds of call worked out for the node's view with
+// demand (m may be nil: nothing is kept).
+func (m *nodeMemoed) keepCalls(demand [3]int, assign, create bool) {
+	if m != nil {
+		m.callsFor, m.assign, m.create, m.callsKnown = demand, assign, create, true
+	}
 }
 
 // memoable reports whether node n's view may be kept: it has a revision

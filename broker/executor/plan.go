@@ -80,7 +80,7 @@ func (e *Engine) planInParts(rs *runState, snap *snapshot, w *wants, budgets pla
 		opt.Balance = planner.Balanced(w.all(), opt)
 	}
 	var wake time.Duration
-	var serves func(planner.Node) bool
+	var serves func(assign, create bool) bool
 	for w.next < len(w.list) {
 		assigns, creates, next := e.room(rs)
 		if assigns < 1 && creates < 1 {
@@ -91,12 +91,11 @@ func (e *Engine) planInParts(rs *runState, snap *snapshot, w *wants, budgets pla
 		// as the parts need them.
 		if (assigns < 1 || creates < 1) && serves == nil {
 			wake = minPositive(wake, next)
-			serves = func(n planner.Node) bool {
-				assign, create := planner.Calls(n, opt.Balance)
+			serves = func(assign, create bool) bool {
 				return assign && assigns > 0 || create && creates > 0
 			}
 		}
-		part := w.take(max(2*(assigns+creates), partMin), serves)
+		part := w.take(max(2*(assigns+creates), partMin), serves, opt.Balance)
 		if len(part) == 0 {
 			break
 		}

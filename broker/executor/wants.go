@@ -101,15 +101,49 @@ func (w *wants) all() []planner.Node {
 }
 
 // take returns the views of the next k nodes that serves keeps (nil: all),
-// and moves past the last one looked at.
-func (w *wants) take(k int, serves func(planner.Node) bool) []planner.Node {
+// asked with the kinds of call a plan gives each in the shape b gave it
+// (planner.Calls), and moves past the last one looked at.
+//
+// Once one kind of call has no room left in a burst, the nodes the other
+// kind serves may be few and far down the list, and a round would make
+// the view of every node on the way only to find it served by the kind
+// with no room. Without a balance (b nil) the kinds of call follow from
+// the node's kept view and its demand alone, so they are kept with the
+// view (nodeMemo.calls) and a node whose answer is kept is passed by
+// without its view.
+func (w *wants) take(k int, serves func(assign, create bool) bool, b *planner.Balance) []planner.Node {
 	var part []planner.Node
 	for w.next < len(w.list) && len(part) < k {
-		pn := w.view(w.list[w.next])
+		x := w.list[w.next]
 		w.next++
-		if serves == nil || serves(pn) {
+		if serves == nil {
+			part = append(part, w.view(x))
+			continue
+		}
+		var was *nodeMemoed
+		if b == nil && x.built < 0 {
+			was = w.rs.nodes[w.snap.nodes[x.i].InstanceID]
+		}
+		demand := w.demand(x)
+		if assign, create, ok := was.calls(demand); ok {
+			if serves(assign, create) {
+				part = append(part, w.view(x))
+			}
+			continue
+		}
+		pn := w.view(x)
+		assign, create := planner.Calls(pn, b)
+		was.keepCalls(demand, assign, create)
+		if serves(assign, create) {
 			part = append(part, pn)
 		}
 	}
 	return part
+}
+
+// demand is x's (Pending, WarmShortfall, InFlight), the demand part of its
+// view.
+func (w *wants) demand(x want) [3]int {
+	d := w.snap.demands[w.snap.nodes[x.i].InstanceID]
+	return [3]int{d.Pending, d.WarmShortfall, x.inFlight}
 }

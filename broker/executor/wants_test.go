@@ -132,11 +132,30 @@ func TestWantsMatchEager(t *testing.T) {
 		w.byNeed()
 		var got []planner.Node
 		for k := 1; ; k++ {
-			part := w.take(k, nil)
+			part := w.take(k, nil, nil)
 			if len(part) == 0 {
 				break
 			}
 			got = append(got, part...)
+		}
+		// Parts of the nodes one kind of call serves, as when the other
+		// kind has no room left: the kinds kept from a round before must
+		// be the ones the node's view and demand give now.
+		for _, kind := range []string{"assign", "create"} {
+			serves := func(assign, create bool) bool { return kind == "assign" && assign || kind == "create" && create }
+			var served, wantServed []string
+			w.next = 0
+			for part := w.take(5, serves, nil); len(part) > 0; part = w.take(5, serves, nil) {
+				served = append(served, ids(part)...)
+			}
+			for _, n := range want {
+				if serves(planner.Calls(n, nil)) {
+					wantServed = append(wantServed, ids([]planner.Node{n})...)
+				}
+			}
+			if !slices.Equal(served, wantServed) {
+				t.Fatalf("round %d: nodes an %s serves:\n%v\nwant\n%v", round, kind, served, wantServed)
+			}
 		}
 		if len(want) == 0 {
 			t.Fatalf("round %d: no node wants addresses: the test shows nothing", round)

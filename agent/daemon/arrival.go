@@ -80,8 +80,30 @@ func newArrival(a *Agent, prepared []string) *arrival {
 }
 
 // DefaultConfirmInterval is how often IMDS is asked again about an ENI new
-// to this process that it doesn't show yet.
+// to this process that it doesn't show yet (more often at first:
+// confirmWait).
 const DefaultConfirmInterval = 200 * time.Millisecond
+
+// IMDS shows an attach about a second after EC2 made it, so a new ENI's
+// addresses reach the pool that second plus however long the agent takes
+// to ask again: up to a whole interval, half of one on average, and the
+// last new ENI of a burst is what its last pods wait for. So for the first
+// confirmFastFor intervals (2 s at the default) of asking about an ENI the
+// agent asks confirmSpeedup times as often. A "not yet" costs one small
+// IMDS request (the ENI's interface-id, not found).
+const (
+	confirmFastFor = 10
+	confirmSpeedup = 4
+)
+
+// confirmWait is how long to wait before asking IMDS again about an ENI
+// first asked about elapsed ago.
+func confirmWait(elapsed, interval time.Duration) time.Duration {
+	if elapsed < confirmFastFor*interval {
+		return max(interval/confirmSpeedup, time.Millisecond)
+	}
+	return interval
+}
 
 // start sets the context the workers run under; call it before anything
 // is awaited.
@@ -151,6 +173,7 @@ func (c *arrival) next(id string) (brokerlink.Delivery, bool) {
 // work confirms one ENI's addresses until none is awaited.
 func (c *arrival) work(ctx context.Context, id string) {
 	since := time.Now()
+	asking := since // since when what is awaited now was first asked about
 	for {
 		p, ok := c.next(id)
 		if !ok {
@@ -159,6 +182,7 @@ func (c *arrival) work(ctx context.Context, id string) {
 		err := c.confirmOnce(ctx, p, since)
 		if err == nil {
 			since = time.Now()
+			asking = since
 			continue // all confirmed: look again at once for newer deliveries
 		}
 		c.log.Debug("delivered addresses not confirmed yet", "eni", id, "err", err)
@@ -168,7 +192,7 @@ func (c *arrival) work(ctx context.Context, id string) {
 			c.running[id] = false
 			c.mu.Unlock()
 			return
-		case <-time.After(c.interval):
+		case <-time.After(confirmWait(time.Since(asking), c.interval)):
 		}
 	}
 }

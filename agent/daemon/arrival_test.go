@@ -93,3 +93,26 @@ func TestIMDSCheckCountsDisagreement(t *testing.T) {
 		t.Fatalf("%d disagreements, want 2 (the third address was taken back)", n)
 	}
 }
+
+// An ENI IMDS doesn't show yet is asked about four times as often in the
+// first ten intervals (IMDS shows an attach about a second late, and the
+// wait after it is what the ENI's pods wait for), then at the interval.
+func TestConfirmWaitAsksOftenAtFirst(t *testing.T) {
+	iv := DefaultConfirmInterval
+	for _, c := range []struct {
+		elapsed, interval, want time.Duration
+	}{
+		{0, iv, 50 * time.Millisecond},
+		{time.Second, iv, 50 * time.Millisecond},
+		{2*time.Second - time.Millisecond, iv, 50 * time.Millisecond},
+		{2 * time.Second, iv, iv},
+		{time.Minute, iv, iv},
+		{0, 40 * time.Millisecond, 10 * time.Millisecond}, // a scaled interval scales the window too
+		{400 * time.Millisecond, 40 * time.Millisecond, 40 * time.Millisecond},
+		{0, 2 * time.Millisecond, time.Millisecond}, // never below a millisecond
+	} {
+		if got := confirmWait(c.elapsed, c.interval); got != c.want {
+			t.Errorf("confirmWait(%v, %v) = %v, want %v", c.elapsed, c.interval, got, c.want)
+		}
+	}
+}

@@ -107,8 +107,9 @@ type Config struct {
 	// interval's end. 0 means the brokerlink default (100 ms); negative
 	// sends every change.
 	DemandInterval time.Duration
-	// ConfirmInterval is how often IMDS is polled for delivered addresses
-	// it doesn't show yet; 0 means DefaultConfirmInterval.
+	// ConfirmInterval is how often IMDS is polled for an ENI new to the
+	// agent that it doesn't show yet, four times as often in the first ten
+	// intervals; 0 means DefaultConfirmInterval.
 	ConfirmInterval time.Duration
 	// IMDSCheckAfter is how long after delivered addresses joined the pool
 	// the agent asks IMDS whether it shows them (a check that logs and

@@ -83,6 +83,13 @@ type Result struct {
 	// RatioTimeOptimal is completion over it (0 when the floor is 0).
 	TimeOptimalBoundSim float64 `json:"time_optimal_bound_s"`
 	RatioTimeOptimal    float64 `json:"ratio_time_optimal"`
+	// IMDSBoundSim is lowerbound.TimeOptimalLag with awssim's IMDS lag: the
+	// time-optimal floor when a new ENI's addresses are usable only once
+	// the node's IMDS shows the attach. It is shown beside the
+	// time-optimal floor, never instead of it; RatioIMDS is completion
+	// over it (0 when it is 0).
+	IMDSBoundSim float64 `json:"time_optimal_imds_bound_s"`
+	RatioIMDS    float64 `json:"ratio_time_optimal_imds"`
 	// OwnFloorSim is the system's own call-pattern floor (ownFloor): the
 	// shortest time the calls it chose to make allow, bounded by OwnFloorBy
 	// (EC2's buckets, its client-side limiter or its per-node loop);
@@ -328,6 +335,13 @@ func (r Report) WriteTable(w io.Writer) error {
 			return "-"
 		}
 		return fmt.Sprintf("%s%.3f", more(x), x.RatioTimeOptimal)
+	})
+	row("time-optimal with IMDS lag (sim s)", func(x Result) string { return fmt.Sprintf("%.1f", x.IMDSBoundSim) })
+	row("completion / it", func(x Result) string {
+		if x.IMDSBoundSim == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%s%.3f", more(x), x.RatioIMDS)
 	})
 	row("time to address p50", func(x Result) string { return fmt.Sprintf("%.1f", x.TTA.P50) })
 	row("p90", func(x Result) string { return fmt.Sprintf("%.1f", x.TTA.P90) })

@@ -16,9 +16,9 @@ func TestSummaries(t *testing.T) {
 		{Variant: "a", Nodes: 100, TimeScale: 5, Status: StatusFailed},
 		{Variant: "a", Nodes: 250, TimeScale: 5, Status: StatusOK, LowerBoundSim: 20, CompletionSim: 21, Ratio: 1.05},
 		{Variant: "p", Nodes: 100, TimeScale: 1, Status: StatusOK, LowerBoundSim: 10, CompletionSim: 6, Ratio: 0.6,
-			TimeOptimalBoundSim: 5, RatioTimeOptimal: 1.2, TTA: Percentiles{P99: 5.5}},
+			TimeOptimalBoundSim: 5, RatioTimeOptimal: 1.2, IMDSBoundSim: 5.5, RatioIMDS: 6 / 5.5, TTA: Percentiles{P99: 5.5}},
 		{Variant: "p", Nodes: 100, TimeScale: 1, Status: StatusOK, LowerBoundSim: 10, CompletionSim: 7, Ratio: 0.7,
-			TimeOptimalBoundSim: 5, RatioTimeOptimal: 1.4, TTA: Percentiles{P99: 6.5}},
+			TimeOptimalBoundSim: 5, RatioTimeOptimal: 1.4, IMDSBoundSim: 5.5, RatioIMDS: 7 / 5.5, TTA: Percentiles{P99: 6.5}},
 	}}
 	s := r.Summaries()
 	if len(s) != 3 {
@@ -29,7 +29,11 @@ func TestSummaries(t *testing.T) {
 	if p := s[2]; !near(p.TimeOptimalRatio, spread{1.2, 1.3, 1.4}) || !near(p.P99TimeOptimalRatio, spread{1.1, 1.2, 1.3}) || !near(p.Ratio, spread{0.6, 0.65, 0.7}) {
 		t.Errorf("prefix summary %+v: want completion 1.2-1.4x and p99 1.1-1.3x of the time-optimal floor", p)
 	}
-	if s[0].TimeOptimalRatio != (spread{}) {
+	// The floor with IMDS's lag is a column of its own, beside it.
+	if p := s[2]; !near(p.IMDSRatio, spread{6 / 5.5, 6.5 / 5.5, 7 / 5.5}) {
+		t.Errorf("prefix summary %+v: want completion over the floor with IMDS lag 6/5.5 to 7/5.5", p)
+	}
+	if s[0].TimeOptimalRatio != (spread{}) || s[0].IMDSRatio != (spread{}) {
 		t.Errorf("summary without a time-optimal floor has a ratio over it: %+v", s[0])
 	}
 	if s[0].Runs != 3 || s[0].Failed != 1 || s[0].Ratio != (spread{1.1, 1.2, 1.3}) || s[0].P99Ratio != (spread{1.05, 1.1, 1.2}) {

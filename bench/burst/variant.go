@@ -119,6 +119,9 @@ func podFigures(cfg Config, res *Result, pods []podResult, took time.Duration) {
 	if res.TimeOptimalBoundSim > 0 {
 		res.RatioTimeOptimal = res.CompletionSim / res.TimeOptimalBoundSim
 	}
+	if res.IMDSBoundSim > 0 {
+		res.RatioIMDS = res.CompletionSim / res.IMDSBoundSim
+	}
 }
 
 // profilePath names a variant's broker CPU profile.

@@ -216,6 +216,9 @@ func (r *variantRun) floors(ctx context.Context) error {
 	podNodes, _ := idealNodes(v.Mode, r.limits, cfg.PodsPerNode, instSubnet, enis, false)
 	optimal, _ := lowerbound.TimeOptimal(podNodes, r.lbShare, 1)
 	res.TimeOptimalBoundSim = max(optimal, r.arrival).Seconds()
+	// The cloud leaves awssim's IMDS lag at its default.
+	withLag, _ := lowerbound.TimeOptimalLag(podNodes, r.lbShare, 1, awssim.DefaultIMDSLag)
+	res.IMDSBoundSim = max(withLag, r.arrival).Seconds()
 	if len(plan.Unmet) > 0 {
 		res.Problems = append(res.Problems, fmt.Sprintf("the planner cannot meet %d nodes' demand (%v)", len(plan.Unmet), anyUnmet(plan)))
 	}

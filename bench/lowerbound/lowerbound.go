@@ -51,12 +51,22 @@ func MinCalls(plan planner.Plan) map[string]int {
 // nodes need to ask, are not in the model: a measured run must come out
 // above this, and how far above is the overhead.
 func LowerBound(calls map[string]int, share, timeScale float64) time.Duration {
-	return lowerBound(calls, func(c ratelimit.Class) ratelimit.Bucket {
-		return ratelimit.BucketOf(c).Scaled(share, timeScale)
-	})
+	return LowerBoundLag(calls, share, timeScale, 0)
 }
 
-func lowerBound(calls map[string]int, bucketOf func(ratelimit.Class) ratelimit.Bucket) time.Duration {
+// LowerBoundLag is LowerBound with a new ENI's addresses usable only lag
+// (simulated time) after its Attach went out, as when the instance sees an
+// attach that much late (IMDS lags EC2, and a node needs IMDS to set up a
+// new ENI): the burst cannot end before the last Attach plus lag. Every
+// other call is timed as in LowerBound, so it is never below LowerBound of
+// the same calls, and with lag 0 it is LowerBound.
+func LowerBoundLag(calls map[string]int, share, timeScale float64, lag time.Duration) time.Duration {
+	return lowerBound(calls, func(c ratelimit.Class) ratelimit.Bucket {
+		return ratelimit.BucketOf(c).Scaled(share, timeScale)
+	}, lag.Seconds()/timeScale)
+}
+
+func lowerBound(calls map[string]int, bucketOf func(ratelimit.Class) ratelimit.Bucket, lag float64) time.Duration {
 	// release[class] lists when each call of that class becomes sendable;
 	// chained calls are filled in once their predecessors are scheduled.
 	release := map[ratelimit.Class][]float64{}
@@ -93,6 +103,9 @@ func lowerBound(calls map[string]int, bucketOf func(ratelimit.Class) ratelimit.B
 	// Detaches (released at 0) sort ahead of every chained Attach, so the
 	// Attaches are the tail of the sorted sends.
 	attaches := sendAll(mutating)[detaches:]
+	if len(attaches) > 0 {
+		end = math.Max(end, attaches[len(attaches)-1]+lag)
+	}
 
 	modify := ratelimit.ClassOf(planner.CallModify, true)
 	for k := 0; k < calls[planner.CallModify]; k++ {

@@ -90,13 +90,13 @@ func TestLowerBoundPipeline(t *testing.T) {
 		{map[string]int{planner.CallCreate: 2, planner.CallAttach: 5}, time.Second},
 	}
 	for _, tt := range tests {
-		if got := lowerBound(tt.calls, bucketOf); got != tt.want {
+		if got := lowerBound(tt.calls, bucketOf, 0); got != tt.want {
 			t.Errorf("lowerBound(%v) = %s, want %s", tt.calls, got, tt.want)
 		}
 	}
 	// Slow Modify after a fast chain: the Modify bucket is the tail.
 	buckets[ratelimit.ModifyNetworkInterfaceAttribute] = ratelimit.Bucket{Size: 1, Refill: 0.5}
-	if got := lowerBound(map[string]int{planner.CallCreate: 3, planner.CallAttach: 3, planner.CallModify: 3}, bucketOf); got != 4*time.Second {
+	if got := lowerBound(map[string]int{planner.CallCreate: 3, planner.CallAttach: 3, planner.CallModify: 3}, bucketOf, 0); got != 4*time.Second {
 		t.Errorf("slow modify: lowerBound = %s, want 4s", got)
 	}
 }

@@ -36,6 +36,16 @@ func FewestCalls(nodes []planner.Node, share, timeScale float64) (time.Duration,
 // total is then timed by LowerBound. Its cost grows with the nodes times
 // the total of Assigns, small for any fleet a burst runs.
 func TimeOptimal(nodes []planner.Node, share, timeScale float64) (time.Duration, map[string]int) {
+	return TimeOptimalLag(nodes, share, timeScale, 0)
+}
+
+// TimeOptimalLag is TimeOptimal with a new ENI's addresses usable only lag
+// after its Attach (LowerBoundLag): the floor of any plan when the nodes
+// see a new ENI that much later than EC2 attached it. The search is the
+// same and as exact: LowerBoundLag too only grows with the calls, so of
+// the ways with the same Assigns the one with the fewest new ENIs still
+// ends first.
+func TimeOptimalLag(nodes []planner.Node, share, timeScale float64, lag time.Duration) (time.Duration, map[string]int) {
 	fewest := fewestCreates(nodes)
 	best, bestCalls := time.Duration(math.MaxInt64), map[string]int{}
 	for a, c := range fewest {
@@ -43,7 +53,7 @@ func TimeOptimal(nodes []planner.Node, share, timeScale float64) (time.Duration,
 			continue
 		}
 		calls := shapeCalls(a, c)
-		lb := LowerBound(calls, share, timeScale)
+		lb := LowerBoundLag(calls, share, timeScale, lag)
 		if lb < best || lb == best && a+3*c < total(bestCalls) {
 			best, bestCalls = lb, calls
 		}

@@ -96,3 +96,48 @@ func TestTimeOptimalMixedFleet(t *testing.T) {
 		t.Errorf("FewestCalls = %s with %v, want 14s with 15 Assigns", lb, calls)
 	}
 }
+
+// TestTimeOptimalLag: the floor when a new ENI's addresses are usable a
+// second after its Attach (the instance sees an attach a second late). By
+// hand, the prefix burst: x Assigns are out at (x-100)/5 s, y new ENIs'
+// addresses usable at (y-50)/5 + 1 s (at half share (x-50)/2.5 and
+// (y-25)/2.5 + 1), x + y nodes.
+//
+//   - 250 nodes: x - y = 55; 153 and 97 end at max(10.6, 10.4) = 10.6 s,
+//     as do 152 and 98 (10.4, 10.6) with three calls more.
+//   - 100 nodes, half share: x - y = 27.5; 64 and 36 end at max(5.6, 5.4) =
+//     5.6 s; 63 and 37 at max(5.2, 5.8) = 5.8 s. Without the lag 5.2 s.
+//   - Secondary IPs: every node needs three new ENIs whatever the plan, so
+//     the floor is the lag-free one plus the lag past the last Attach.
+//   - With no lag it is TimeOptimal.
+func TestTimeOptimalLag(t *testing.T) {
+	tests := []struct {
+		name  string
+		nodes []planner.Node
+		share float64
+		lag   time.Duration
+		want  time.Duration
+		calls map[string]int
+	}{
+		{"250 nodes", burstOf(250, planner.Prefix), 1, time.Second, 10600 * time.Millisecond, mix(153, 97)},
+		{"100 nodes, half share", burstOf(100, planner.Prefix), 0.5, time.Second, 5600 * time.Millisecond, mix(64, 36)},
+		{"100 nodes, half share, no lag", burstOf(100, planner.Prefix), 0.5, 0, 5200 * time.Millisecond, mix(63, 37)},
+		// 300 new ENIs: Attaches out at (300-50)/5 = 50 s, then the lag;
+		// the 100 Assigns fit in the bucket.
+		{"100 nodes, secondary IPs", burstOf(100, planner.SecondaryIP), 1, time.Second, 51 * time.Second, mix(100, 300)},
+	}
+	near := func(a, b time.Duration) bool { d := a - b; return d < time.Microsecond && d > -time.Microsecond }
+	for _, tt := range tests {
+		lb, calls := TimeOptimalLag(tt.nodes, tt.share, 1, tt.lag)
+		if !near(lb, tt.want) || !reflect.DeepEqual(calls, tt.calls) {
+			t.Errorf("%s: TimeOptimalLag = %s with %v, want %s with %v", tt.name, lb, calls, tt.want, tt.calls)
+		}
+		if lag0, _ := TimeOptimal(tt.nodes, tt.share, 1); lb < lag0 {
+			t.Errorf("%s: %s with the lag is below %s without", tt.name, lb, lag0)
+		}
+	}
+	// At a time scale the lag (simulated) shrinks with the buckets' time.
+	if lb, _ := TimeOptimalLag(burstOf(250, planner.Prefix), 1, 2, time.Second); !near(lb, 5300*time.Millisecond) {
+		t.Errorf("250 nodes at time scale 2: %s, want 5.3s", lb)
+	}
+}

@@ -38,7 +38,9 @@ type NodeStore interface {
 	Revision(ctx context.Context) (int64, error)
 	PutNode(ctx context.Context, n store.Node) (store.Node, error)
 	GetNode(ctx context.Context, id string) (store.Node, error)
-	PutDemand(ctx context.Context, d store.Demand) error
+	// PutDemands writes several demands in one transaction, each with its own
+	// outcome (store.Store.PutDemands).
+	PutDemands(ctx context.Context, ds []store.Demand) ([]error, error)
 	PutUsage(ctx context.Context, u store.Usage) (bool, error)
 	KeepAlive(ctx context.Context, instanceID string, ttl time.Duration) error
 	AckRelease(ctx context.Context, instanceID, releaseID string, addrs, prefixes []string) (store.Release, error)

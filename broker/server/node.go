@@ -30,6 +30,8 @@ type nodeService struct {
 	log     *slog.Logger
 	// reads bounds the reads of a node's ENIs from etcd (ownENIs).
 	reads readGate
+	// demands writes the agents' demands together (nil: one at a time).
+	demands *demandWriter
 }
 
 // Register records the node (idempotently) and returns the broker's record
@@ -287,7 +289,7 @@ func (s *nodeService) SetDemand(ctx context.Context, req *allotv1.SetDemandReque
 	if err := s.registered(ctx, id); err != nil {
 		return nil, err
 	}
-	err := s.st.PutDemand(ctx, store.Demand{
+	d := store.Demand{
 		InstanceID:    id,
 		Pending:       int(req.GetPending()),
 		WarmShortfall: int(req.GetWarmShortfall()),
@@ -295,7 +297,16 @@ func (s *nodeService) SetDemand(ctx context.Context, req *allotv1.SetDemandReque
 		HasKnown:      req.Known != nil,
 		UpdatedAt:     s.now(),
 		Trace:         traceparent(ctx),
-	})
+	}
+	var err error
+	if s.demands != nil {
+		err = s.demands.put(ctx, d)
+	} else {
+		var errs []error
+		if errs, err = s.st.PutDemands(ctx, []store.Demand{d}); err == nil {
+			err = errs[0]
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("set demand of %s: %w", id, err)
 	}

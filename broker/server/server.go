@@ -128,6 +128,7 @@ func New(cfg Config) (*Server, error) {
 	h := newHub(cfg.Store, log, cfg.Coalesce, cfg.Resync)
 	allotv1.RegisterNodeServiceServer(gs, &nodeService{
 		st: cfg.Store, limits: cfg.Limits, facts: cfg.Instances, hub: h, nodeTTL: cfg.NodeTTL, now: cfg.Now, log: log,
+		demands: &demandWriter{st: cfg.Store},
 	})
 	allotv1.RegisterBudgetServiceServer(gs, &budgetService{st: cfg.Store, hub: h, log: log, types: cfg.InstanceTypes})
 	allotv1.RegisterAdminServiceServer(gs, &adminService{st: cfg.Store, leader: cfg.Leader, checker: cfg.Checker, logs: cfg.RecentLogs})

@@ -85,6 +85,79 @@ func (s *Store) DeleteNode(ctx context.Context, id string) error {
 // PutDemand stores a node's latest demand (last writer wins: only the node's
 // own agent states it). The node must be registered.
 func (s *Store) PutDemand(ctx context.Context, d Demand) error {
+	errs, err := s.PutDemands(ctx, []Demand{d})
+	if err != nil {
+		return err
+	}
+	return errs[0]
+}
+
+// MaxDemands is the most demands PutDemands writes in one transaction:
+// each reads its node's key and writes its demand, and etcd refuses a
+// transaction of more than 128 compares or operations (its --max-txn-ops
+// default).
+const MaxDemands = 100
+
+// PutDemands stores several nodes' demands as PutDemand does, in one
+// transaction for up to MaxDemands of them (several in turn for more), and
+// returns each one's own outcome, in order: a demand that is not valid or
+// whose node is not registered is refused alone. Of two demands of one
+// node the later is written (last writer wins). err is a failure of the
+// whole write (etcd), which every demand not refused on its own shares.
+func (s *Store) PutDemands(ctx context.Context, ds []Demand) (errs []error, err error) {
+	errs = make([]error, len(ds))
+	for lo := 0; lo < len(ds); lo += MaxDemands {
+		hi := min(lo+MaxDemands, len(ds))
+		if e := s.putDemands(ctx, ds[lo:hi], errs[lo:hi]); e != nil && err == nil {
+			err = e
+		}
+	}
+	return errs, err
+}
+
+func (s *Store) putDemands(ctx context.Context, ds []Demand, errs []error) error {
+	last := map[string]int{} // node -> the index of its last valid demand
+	var keys []string
+	for i := range ds {
+		d := &ds[i]
+		if errs[i] = checkDemand(d); errs[i] != nil {
+			continue
+		}
+		if d.UpdatedAt.IsZero() {
+			d.UpdatedAt = time.Now().UTC()
+		}
+		if _, seen := last[d.InstanceID]; !seen {
+			keys = append(keys, s.key(kindNodes, d.InstanceID))
+		}
+		last[d.InstanceID] = i
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	_, err := s.update(ctx, "PutDemand", keys, nil, func(v *view) error {
+		for id, i := range last {
+			if errs[i] = requireNode(v, s.key(kindNodes, id), id); errs[i] == nil {
+				errs[i] = v.put(s.key(kindDemand, id), &ds[i])
+			}
+		}
+		return nil
+	})
+	for _, i := range last {
+		if err != nil && errs[i] == nil {
+			errs[i] = err
+		}
+	}
+	for j := range ds {
+		// One written over by its node's later demand shares that one's fate.
+		if i, ok := last[ds[j].InstanceID]; ok && i != j && errs[j] == nil {
+			errs[j] = errs[i]
+		}
+	}
+	return err
+}
+
+// checkDemand refuses a demand with no valid node ID or a negative count.
+func checkDemand(d *Demand) error {
 	if err := checkID("demand", d.InstanceID); err != nil {
 		return err
 	}
@@ -92,17 +165,7 @@ func (s *Store) PutDemand(ctx context.Context, d Demand) error {
 		return fmt.Errorf("demand of %s: pending %d, warm shortfall %d and known %d must not be negative: %w",
 			d.InstanceID, d.Pending, d.WarmShortfall, d.Known, rpcerr.ErrInvalid)
 	}
-	if d.UpdatedAt.IsZero() {
-		d.UpdatedAt = time.Now().UTC()
-	}
-	nodeKey := s.key(kindNodes, d.InstanceID)
-	_, err := s.update(ctx, "PutDemand", []string{nodeKey}, nil, func(v *view) error {
-		if err := requireNode(v, nodeKey, d.InstanceID); err != nil {
-			return err
-		}
-		return v.put(s.key(kindDemand, d.InstanceID), &d)
-	})
-	return err
+	return nil
 }
 
 // ListDemands returns every stored demand by instance id.

@@ -3,6 +3,7 @@ package store
 import (
 	"github.com/allotnet/allot/proto/allot/v1/rpcerr"
 	"math"
+	"slices"
 	"testing"
 	"time"
 )
@@ -225,5 +226,47 @@ func TestNodeNameOptional(t *testing.T) {
 	}
 	if n, err = s.GetNode(ctx, "i-7"); err != nil || n.NodeName != "ip-10-0-0-7.ec2.internal" {
 		t.Fatalf("after registering with a name: %+v, %v", n, err)
+	}
+}
+
+// Several nodes' demands go in one transaction; each is refused or written
+// on its own, and of two of one node the later wins.
+func TestPutDemandsTogether(t *testing.T) {
+	s := newStore(t)
+	ctx := ctxT(t)
+	mustNode(t, s, "i-1")
+	mustNode(t, s, "i-2")
+	errs, err := s.PutDemands(ctx, []Demand{
+		{InstanceID: "i-1", Pending: 3},
+		{InstanceID: "i-9", Pending: 1},  // not registered
+		{InstanceID: "i-2", Pending: -1}, // not valid
+		{InstanceID: "i-2", WarmShortfall: 7},
+		{InstanceID: "i-1", Pending: 5}, // over the first
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs[0] != nil || errs[3] != nil || errs[4] != nil {
+		t.Errorf("errs %v: want the valid demands of registered nodes written", errs)
+	}
+	wantErr(t, errs[1], rpcerr.ErrNotFound)
+	wantErr(t, errs[2], rpcerr.ErrInvalid)
+	ds, err := s.ListDemands(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds) != 2 || ds["i-1"].Pending != 5 || ds["i-2"].WarmShortfall != 7 {
+		t.Errorf("demands %+v: want i-1 pending 5, i-2 warm shortfall 7", ds)
+	}
+	// More than one transaction holds.
+	many := make([]Demand, MaxDemands+3)
+	for i := range many {
+		many[i] = Demand{InstanceID: "i-2", Pending: i}
+	}
+	if errs, err := s.PutDemands(ctx, many); err != nil || slices.ContainsFunc(errs, func(e error) bool { return e != nil }) {
+		t.Fatalf("PutDemands of %d: %v %v", len(many), errs, err)
+	}
+	if ds, _ := s.ListDemands(ctx); ds["i-2"].Pending != MaxDemands+2 {
+		t.Errorf("i-2 pending %d, want the last, %d", ds["i-2"].Pending, MaxDemands+2)
 	}
 }

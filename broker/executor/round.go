@@ -64,8 +64,16 @@ func (e *Engine) round(ctx context.Context, rs *runState) error {
 	// whether each is idle is read once, after upkeep queued its tasks.
 	// Planning asks about each node once, and a node it queues an action
 	// for has demand, which proposals pass by.
+	// The three reasons a node is passed by go into one set, so the walk
+	// over thousands of wanting nodes asks one map, not three.
 	notIdle := rs.notIdle(now)
-	planFree := func(n string) bool { return !busyBefore[n] && !notIdle[n] && !held[n] }
+	for n := range busyBefore {
+		notIdle[n] = true
+	}
+	for n := range held {
+		notIdle[n] = true
+	}
+	planFree := func(n string) bool { return !notIdle[n] }
 	e.plan(rs, snap, queued, planFree, now)
 	ph.mark(phasePlan)
 	e.forgetDeparted(rs, snap)

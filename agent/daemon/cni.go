@@ -1,7 +1,9 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -315,6 +317,9 @@ func (a *Agent) Check(ctx context.Context, req cniserver.Request) (err error) {
 // prevResultHolds checks that the runtime's prevResult (converted to the
 // current spec version by the plugin) holds addr as the pod's /32.
 func prevResultHolds(raw []byte, addr netip.Addr) error {
+	if err := prevResultNoNulls(raw); err != nil {
+		return fmt.Errorf("%w: prevResult: %v", cniserver.ErrInvalidRequest, err)
+	}
 	r, err := current.NewResult(raw)
 	if err != nil {
 		return fmt.Errorf("%w: prevResult: %v", cniserver.ErrInvalidRequest, err)
@@ -325,9 +330,31 @@ func prevResultHolds(raw []byte, addr netip.Addr) error {
 	}
 	want := netip.PrefixFrom(addr, 32).String()
 	for _, ip := range prev.IPs {
-		if ip.Address.String() == want {
+		if ip != nil && ip.Address.String() == want {
 			return nil
 		}
 	}
 	return fmt.Errorf("%w: prevResult does not hold the recorded address %s", cniserver.ErrCheckFailed, want)
+}
+
+// prevResultNoNulls refuses a prevResult whose lists hold null: no spec
+// version allows one, and the CNI library's conversion between versions
+// dereferences the entries it copies.
+func prevResultNoNulls(raw []byte) error {
+	var lists struct {
+		IPs        []json.RawMessage `json:"ips"`
+		Interfaces []json.RawMessage `json:"interfaces"`
+		Routes     []json.RawMessage `json:"routes"`
+	}
+	if err := json.Unmarshal(raw, &lists); err != nil {
+		return err
+	}
+	for name, l := range map[string][]json.RawMessage{"ips": lists.IPs, "interfaces": lists.Interfaces, "routes": lists.Routes} {
+		for i, e := range l {
+			if string(bytes.TrimSpace(e)) == "null" {
+				return fmt.Errorf("%s[%d] is null", name, i)
+			}
+		}
+	}
+	return nil
 }

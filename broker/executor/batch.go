@@ -3,9 +3,9 @@ package executor
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 
 	"github.com/allotnet/allot/broker/store"
+	"github.com/allotnet/allot/internal/ctxjoin"
 )
 
 // applier commits store ops together (store.Store.Apply).
@@ -118,21 +118,9 @@ func (oq *opQueue) take() []*queuedOp {
 // the batch's first op that ends only once every op's context has ended:
 // one caller giving up does not cut off its neighbours' writes.
 func batchContext(batch []*queuedOp) (context.Context, func()) {
-	ctx, cancel := context.WithCancel(context.WithoutCancel(batch[0].ctx))
-	var left atomic.Int64
-	left.Store(int64(len(batch)))
-	stops := make([]func() bool, len(batch))
+	ctxs := make([]context.Context, len(batch))
 	for i, q := range batch {
-		stops[i] = context.AfterFunc(q.ctx, func() {
-			if left.Add(-1) == 0 {
-				cancel()
-			}
-		})
+		ctxs[i] = q.ctx
 	}
-	return ctx, func() {
-		for _, stop := range stops {
-			stop()
-		}
-		cancel()
-	}
+	return ctxjoin.WhileAny(batch[0].ctx, ctxs)
 }

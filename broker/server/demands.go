@@ -3,9 +3,9 @@ package server
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 
 	"github.com/allotnet/allot/broker/store"
+	"github.com/allotnet/allot/internal/ctxjoin"
 )
 
 // demandWriter commits the agents' demand statements to etcd together.
@@ -70,7 +70,12 @@ func (w *demandWriter) drain() {
 		for i, q := range batch {
 			ds[i] = q.d
 		}
-		ctx, release := whileAnyWaits(batch)
+		ctxs := make([]context.Context, len(batch))
+		for i, q := range batch {
+			ctxs[i] = q.ctx
+		}
+		// One agent giving up does not cut off the others' write.
+		ctx, release := ctxjoin.WhileAny(context.Background(), ctxs)
 		errs, err := w.st.PutDemands(ctx, ds)
 		release()
 		for i, q := range batch {
@@ -103,27 +108,4 @@ func (w *demandWriter) take() []*queuedDemand {
 	clear(w.waiting[n:])
 	w.waiting = w.waiting[:n]
 	return batch
-}
-
-// whileAnyWaits returns a context that ends once every caller of the batch
-// has stopped waiting: one agent giving up does not cut off the others'
-// write.
-func whileAnyWaits(batch []*queuedDemand) (context.Context, func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	var left atomic.Int64
-	left.Store(int64(len(batch)))
-	stops := make([]func() bool, len(batch))
-	for i, q := range batch {
-		stops[i] = context.AfterFunc(q.ctx, func() {
-			if left.Add(-1) == 0 {
-				cancel()
-			}
-		})
-	}
-	return ctx, func() {
-		for _, stop := range stops {
-			stop()
-		}
-		cancel()
-	}
 }

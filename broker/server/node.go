@@ -30,7 +30,7 @@ type nodeService struct {
 	log     *slog.Logger
 	// reads bounds the reads of a node's ENIs from etcd (ownENIs).
 	reads readGate
-	// demands writes the agents' demands together (nil: one at a time).
+	// demands writes the agents' demands together.
 	demands *demandWriter
 }
 
@@ -298,16 +298,7 @@ func (s *nodeService) SetDemand(ctx context.Context, req *allotv1.SetDemandReque
 		UpdatedAt:     s.now(),
 		Trace:         traceparent(ctx),
 	}
-	var err error
-	if s.demands != nil {
-		err = s.demands.put(ctx, d)
-	} else {
-		var errs []error
-		if errs, err = s.st.PutDemands(ctx, []store.Demand{d}); err == nil {
-			err = errs[0]
-		}
-	}
-	if err != nil {
+	if err := s.demands.put(ctx, d); err != nil {
 		return nil, fmt.Errorf("set demand of %s: %w", id, err)
 	}
 	return &allotv1.SetDemandResponse{}, nil

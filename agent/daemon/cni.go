@@ -1,12 +1,11 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	current "github.com/containernetworking/cni/pkg/types/100"
@@ -317,9 +316,6 @@ func (a *Agent) Check(ctx context.Context, req cniserver.Request) (err error) {
 // prevResultHolds checks that the runtime's prevResult (converted to the
 // current spec version by the plugin) holds addr as the pod's /32.
 func prevResultHolds(raw []byte, addr netip.Addr) error {
-	if err := prevResultNoNulls(raw); err != nil {
-		return fmt.Errorf("%w: prevResult: %v", cniserver.ErrInvalidRequest, err)
-	}
 	r, err := current.NewResult(raw)
 	if err != nil {
 		return fmt.Errorf("%w: prevResult: %v", cniserver.ErrInvalidRequest, err)
@@ -328,33 +324,15 @@ func prevResultHolds(raw []byte, addr netip.Addr) error {
 	if err != nil {
 		return fmt.Errorf("%w: prevResult: %v", cniserver.ErrInvalidRequest, err)
 	}
+	// No spec version allows a null entry; the library keeps one as nil.
+	if slices.Contains(prev.IPs, nil) || slices.Contains(prev.Interfaces, nil) || slices.Contains(prev.Routes, nil) {
+		return fmt.Errorf("%w: prevResult: a list holds null", cniserver.ErrInvalidRequest)
+	}
 	want := netip.PrefixFrom(addr, 32).String()
 	for _, ip := range prev.IPs {
-		if ip != nil && ip.Address.String() == want {
+		if ip.Address.String() == want {
 			return nil
 		}
 	}
 	return fmt.Errorf("%w: prevResult does not hold the recorded address %s", cniserver.ErrCheckFailed, want)
-}
-
-// prevResultNoNulls refuses a prevResult whose lists hold null: no spec
-// version allows one, and the CNI library's conversion between versions
-// dereferences the entries it copies.
-func prevResultNoNulls(raw []byte) error {
-	var lists struct {
-		IPs        []json.RawMessage `json:"ips"`
-		Interfaces []json.RawMessage `json:"interfaces"`
-		Routes     []json.RawMessage `json:"routes"`
-	}
-	if err := json.Unmarshal(raw, &lists); err != nil {
-		return err
-	}
-	for name, l := range map[string][]json.RawMessage{"ips": lists.IPs, "interfaces": lists.Interfaces, "routes": lists.Routes} {
-		for i, e := range l {
-			if string(bytes.TrimSpace(e)) == "null" {
-				return fmt.Errorf("%s[%d] is null", name, i)
-			}
-		}
-	}
-	return nil
 }

@@ -45,11 +45,15 @@ var faultActions = []string{"CreateNetworkInterface", "AttachNetworkInterface", 
 	"UnassignPrivateIpAddresses", "DetachNetworkInterface", "DeleteNetworkInterface", "DescribeNetworkInterfaces"}
 
 type faultSchedule struct {
-	s   *soak
-	rng *rand.Rand
+	s *soak
+	// rng drives the faults injected one after another, nodeRng the node
+	// terminations beside them: each is used by one goroutine only.
+	rng, nodeRng *rand.Rand
 
-	// agents is held while a fault stops or starts an agent, so an agent
-	// kill and a node's termination never meet on one node.
+	// agents is held while a fault picks a node and while it stops or
+	// starts an agent or cuts a node off, and while a termination picks
+	// its node and retires it: a node picked by one is never picked by the
+	// other.
 	agents sync.Mutex
 
 	mu       sync.Mutex
@@ -58,10 +62,19 @@ type faultSchedule struct {
 	cut      *cluster.Node // partitioned from the brokers
 	noIMDS   *cluster.Node // its IMDS down
 	lastAdd  map[*cluster.Node]time.Time
+	// judged is the node of the fault under way, from its pick until its
+	// recovery is recorded (judge), nil when the fault hit no node. A
+	// termination leaves it alone: the recovery is the first ADD on that
+	// node after the fault was lifted, which a node the soak terminated
+	// meanwhile never shows.
+	judged *cluster.Node
+	// judgedDone is closed when judged is cleared.
+	judgedDone chan struct{}
 }
 
 func newFaultSchedule(s *soak) *faultSchedule {
-	return &faultSchedule{s: s, rng: rand.New(rand.NewPCG(uint64(s.cfg.Seed), 0xfa17)), lastAdd: map[*cluster.Node]time.Time{}}
+	return &faultSchedule{s: s, rng: rand.New(rand.NewPCG(uint64(s.cfg.Seed), 0xfa17)),
+		nodeRng: rand.New(rand.NewPCG(uint64(s.cfg.Seed), 0x7e5)), lastAdd: map[*cluster.Node]time.Time{}}
 }
 
 func (f *faultSchedule) addSucceeded(n *cluster.Node, at time.Time) {
@@ -84,14 +97,53 @@ func (f *faultSchedule) run(ctx context.Context) {
 		ready := time.Now()
 		f.count(kind)
 		if err != nil {
+			f.unjudge(scope)
 			f.s.brokeRun(fmt.Errorf("fault %s: %w", kind, err))
 			return
 		}
-		rec, ok := f.recovery(ctx, lifted, ready, scope)
-		if !ok && ctx.Err() != nil {
+		if !f.judge(ctx, kind, detail, lifted, ready, scope) {
 			return // the run ended before a pod could show recovery
 		}
-		f.record(Recovery{Kind: kind, Detail: detail, Seconds: rec.Seconds(), Recovered: ok})
+	}
+}
+
+// judge waits for the recovery of a fault lifted at lifted whose process
+// served again at ready, on scope if it hit a node, and records it; then
+// scope may be terminated. It reports false, recording nothing, when ctx
+// ended first.
+func (f *faultSchedule) judge(ctx context.Context, kind, detail string, lifted, ready time.Time, scope *cluster.Node) bool {
+	defer f.unjudge(scope)
+	rec, ok := f.recovery(ctx, lifted, ready, scope)
+	if !ok && ctx.Err() != nil {
+		return false
+	}
+	f.record(Recovery{Kind: kind, Detail: detail, Seconds: rec.Seconds(), Recovered: ok})
+	return true
+}
+
+// pickJudged is pickNode for a fault that hits a node: the node is the
+// fault's (judged) until judge recorded its recovery. Called with
+// f.agents held.
+func (f *faultSchedule) pickJudged() *cluster.Node {
+	f.mu.Lock()
+	judged := f.judged // nil: one fault at a time
+	f.mu.Unlock()
+	n := f.pickNode(f.rng, judged)
+	if n != nil {
+		f.mu.Lock()
+		f.judged, f.judgedDone = n, make(chan struct{})
+		f.mu.Unlock()
+	}
+	return n
+}
+
+// unjudge ends n's time as the fault's node (nil: the fault hit none).
+func (f *faultSchedule) unjudge(n *cluster.Node) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if n != nil && f.judged == n {
+		close(f.judgedDone)
+		f.judged, f.judgedDone = nil, nil
 	}
 }
 
@@ -120,7 +172,7 @@ func (f *faultSchedule) inject(ctx context.Context, kind string, scope **cluster
 	case FaultAgentKill:
 		f.agents.Lock()
 		defer f.agents.Unlock()
-		n := f.pickNode()
+		n := f.pickJudged()
 		if n == nil {
 			return time.Now(), "no node", nil
 		}
@@ -167,18 +219,20 @@ func (f *faultSchedule) inject(ctx context.Context, kind string, scope **cluster
 	return time.Time{}, "", fmt.Errorf("unknown fault %q", kind)
 }
 
-// pickNode is a random node of the driver's that is not being terminated.
-func (f *faultSchedule) pickNode() *cluster.Node {
+// pickNode is a random node of the driver's (drawn with rng) that is
+// neither being terminated nor judged, the node of a fault whose recovery
+// is still to be judged. Called with f.agents held.
+func (f *faultSchedule) pickNode(rng *rand.Rand, judged *cluster.Node) *cluster.Node {
 	var ns []*cluster.Node
 	for _, n := range f.s.c.LiveNodes() {
-		if !f.s.retired(n) {
+		if n != judged && !f.s.retired(n) {
 			ns = append(ns, n)
 		}
 	}
 	if len(ns) == 0 {
 		return nil
 	}
-	return ns[f.rng.IntN(len(ns))]
+	return ns[rng.IntN(len(ns))]
 }
 
 // brokerFault hits the leader (kill -9, restarted on its data after
@@ -298,7 +352,7 @@ func (f *faultSchedule) lift() {
 // it. The node is
 // the fault's scope: it has recovered when a pod ADD succeeds on it.
 func (f *faultSchedule) nodeFault(ctx context.Context, kind string, scope **cluster.Node) (time.Time, string, error) {
-	n := f.pickNode()
+	n := f.pickJudged()
 	if n == nil {
 		return time.Now(), "no node", nil
 	}

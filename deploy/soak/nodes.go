@@ -44,16 +44,13 @@ func (f *faultSchedule) nodes(ctx context.Context) {
 // the instance; the detail says how long the replacement took to serve
 // its first pod.
 func (f *faultSchedule) terminate(ctx context.Context) (Recovery, error) {
-	f.agents.Lock()
-	n := f.pickNode()
-	if n == nil {
-		f.agents.Unlock()
-		return Recovery{}, errors.New("no node to terminate")
-	}
-	f.s.retire(n)
-	err := n.Agent.Kill()
-	f.agents.Unlock()
+	n, err := f.victim(ctx)
 	if err != nil {
+		return Recovery{}, err
+	}
+	// Retired, n is picked by no fault from here: its agent is ours to
+	// kill.
+	if err := n.Agent.Kill(); err != nil {
 		return Recovery{}, err
 	}
 	killed := time.Now()
@@ -86,6 +83,39 @@ func (f *faultSchedule) terminate(ctx context.Context) (Recovery, error) {
 	detail := fmt.Sprintf("%s (%s) released in %.1fs; %s's first pod %.1fs after launch", n.Name, n.InstanceID,
 		cleaned.Seconds(), m.Name, first.Seconds())
 	return Recovery{Kind: FaultNodeTerm, Detail: detail, Seconds: cleaned.Seconds(), Recovered: cleanErr == nil && ok}, nil
+}
+
+// victim picks the node to terminate, at random among those neither
+// retired nor the node of a fault whose recovery is still to be judged,
+// and retires it (its driver stops). When the judged node is the only one
+// left it waits for the judgement: a fault's recovery is judged on its
+// node to the end, so a node the soak terminated is never counted as one
+// that did not recover.
+func (f *faultSchedule) victim(ctx context.Context) (*cluster.Node, error) {
+	for logged := false; ; logged = true {
+		f.agents.Lock()
+		f.mu.Lock()
+		judged, done := f.judged, f.judgedDone
+		f.mu.Unlock()
+		n := f.pickNode(f.nodeRng, judged)
+		if n != nil {
+			f.s.retire(n)
+			f.agents.Unlock()
+			return n, nil
+		}
+		f.agents.Unlock()
+		if judged == nil {
+			return nil, errors.New("no node to terminate")
+		}
+		if !logged {
+			f.s.log.Info("termination waits for a fault's recovery to be judged", "node", judged.Name)
+		}
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("no node to terminate: %s, the only one, is still a fault's (%w)", judged.Name, ctx.Err())
+		}
+	}
 }
 
 // waitReleased waits until the broker neither registers the instance nor

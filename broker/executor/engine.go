@@ -217,6 +217,9 @@ type Engine struct {
 	// proposing is set while a round's release proposals are being
 	// written (proposeReleases); publishers waits for that too.
 	proposing atomic.Bool
+	// pruning is set while finished intents and releases are being
+	// deleted (prune); publishers waits for that too.
+	pruning atomic.Bool
 	// written is the revision of the engine's own latest write: a round
 	// waits for the view to reach it (not other writers' later ones).
 	written store.WriteMark
@@ -276,9 +279,8 @@ func (e *Engine) Run(ctx context.Context) error {
 	defer tick.Stop()
 	var pruned time.Time
 	for ctx.Err() == nil {
-		if now := e.cfg.Clock.Now(); now.Sub(pruned) > retain/10 {
+		if now := e.cfg.Clock.Now(); now.Sub(pruned) > retain/10 && e.prune(ctx, rs, now) {
 			pruned = now
-			e.prune(ctx, now)
 		}
 		if err := e.round(ctx, rs); err != nil && ctx.Err() == nil {
 			e.stopIfDeposed(rs, err)
@@ -306,22 +308,53 @@ func (e *Engine) Run(ctx context.Context) error {
 	return nil
 }
 
-// prune deletes finished intents and releases older than Retain. The
-// view knows the finished intents; without it every intent is read.
-func (e *Engine) prune(ctx context.Context, now time.Time) {
+// prune deletes finished intents and releases older than retain, in a
+// goroutine of its own so that no round waits for it: in a burst that is
+// thousands of intents, a transaction per hundred of them, on an etcd that
+// is busy with the burst's writes. At most one prune runs at once; it
+// stops with the term (ctx), and Run waits for it (publishers). The view
+// is Run's goroutine's alone, so the finished intents to delete are taken
+// from it here, before the prune starts. It reports whether a prune
+// started (false while the last one still runs).
+func (e *Engine) prune(ctx context.Context, rs *runState, now time.Time) bool {
+	if !e.pruning.CompareAndSwap(false, true) {
+		return false
+	}
+	olderThan := now.Add(-retain)
+	var old []store.Intent
+	live := e.viewLive()
+	if live {
+		old = e.view.prunable(olderThan)
+	}
+	e.publishers.Go(func() {
+		defer e.pruning.Store(false)
+		e.pruneNow(ctx, rs, live, old, olderThan)
+	})
+	return true
+}
+
+// pruneNow deletes the finished intents old (those the view named), or
+// when the view was not following etcd every finished intent older than
+// olderThan, then the finished releases older than it.
+func (e *Engine) pruneNow(ctx context.Context, rs *runState, live bool, old []store.Intent, olderThan time.Time) {
 	var n int
 	var err error
-	if e.viewLive() {
-		n, err = e.st.DeleteIntents(ctx, e.view.prunable(now.Add(-retain)))
+	if live {
+		n, err = e.st.DeleteIntents(ctx, old)
 	} else {
-		n, err = e.st.PruneIntents(ctx, now.Add(-retain))
+		n, err = e.st.PruneIntents(ctx, olderThan)
 	}
-	if err != nil {
+	if err != nil && ctx.Err() == nil {
+		e.stopIfDeposed(rs, err)
 		e.log.Warn("pruning intents", "err", err)
 	} else if n > 0 {
 		e.log.Debug("pruned intents", "count", n)
 	}
-	if _, err := e.st.PruneReleases(ctx, now.Add(-retain)); err != nil {
+	if ctx.Err() != nil {
+		return
+	}
+	if _, err := e.st.PruneReleases(ctx, olderThan); err != nil && ctx.Err() == nil {
+		e.stopIfDeposed(rs, err)
 		e.log.Warn("pruning releases", "err", err)
 	}
 }

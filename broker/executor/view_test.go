@@ -294,7 +294,10 @@ func TestPruneFromView(t *testing.T) {
 	if !e.caughtUp(ctx) {
 		t.Fatal("the view did not catch up")
 	}
-	e.prune(ctx, later.FinishedAt.Add(retain+time.Nanosecond))
+	if !e.prune(ctx, newRunState(func(error) {}), later.FinishedAt.Add(retain+time.Nanosecond)) {
+		t.Fatal("no prune started")
+	}
+	e.publishers.Wait()
 	left, err := st.ListIntents(ctx)
 	if err != nil {
 		t.Fatal(err)

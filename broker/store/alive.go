@@ -25,10 +25,30 @@ import (
 // that replica's lease, and the old replica's sweep deletes a key only
 // while it still hangs on its own lease.
 
+// The shared lease's renewal is the replica's, not the heartbeat's: it
+// goes out in a goroutine of its own with a timeout of its own, so a
+// heartbeat neither waits for etcd nor takes the renewal down with it when
+// its caller gives up (an agent's call times out while etcd is busy), and
+// a renewal that etcd holds up does not hold up the next one (at most
+// renewalsInFlight at once). The lease is granted once however many
+// heartbeats find none at the same moment (the first heartbeats after the
+// replica starts, or after its lease expired): each would otherwise grant
+// a lease of its own, a write each on an etcd that is already behind, and
+// revoke it again.
+
+// renewalsInFlight bounds the renewals of one shared lease under way at
+// once.
+const renewalsInFlight = 2
+
 // liveGroup is this replica's lease for one TTL and the nodes on it.
 type liveGroup struct {
 	id       clientv3.LeaseID
 	renewed  time.Time
+	renewing int // renewals under way
+	// acked is when the latest renewal etcd acknowledged was sent (the
+	// grant's time before the first): the lease lives at least a TTL
+	// from then.
+	acked    time.Time
 	swept    time.Time
 	sweeping bool
 	// seen is the last heartbeat of every node whose alive key this
@@ -40,6 +60,15 @@ type liveGroup struct {
 type liveness struct {
 	mu     sync.Mutex
 	groups map[time.Duration]*liveGroup
+	// granting is the grant under way for a TTL with no group yet.
+	granting map[time.Duration]*grant
+}
+
+// grant is a lease grant that the heartbeats finding no group share.
+type grant struct {
+	done chan struct{} // closed when id or err is set
+	id   clientv3.LeaseID
+	err  error
 }
 
 // forget drops a node from every group (its key is gone).
@@ -74,35 +103,82 @@ func (s *Store) KeepAlive(ctx context.Context, instanceID string, ttl time.Durat
 		return s.recordAlive(ctx, instanceID, ttl)
 	}
 	g.seen[instanceID] = now
-	lease, last := g.id, g.renewed
-	renew := now.Sub(last) >= ttl/3
+	if now.Sub(g.acked) >= ttl {
+		// No renewal acknowledged for a TTL (no heartbeat came, or etcd
+		// did not answer): the lease may be gone with every key on it.
+		// Renew here, so that if it is, this node is recorded again now
+		// rather than at its next heartbeat.
+		lease := g.id
+		s.live.mu.Unlock()
+		return s.renewNow(ctx, instanceID, ttl, g, lease, now)
+	}
+	renew := now.Sub(g.renewed) >= ttl/3 && g.renewing < renewalsInFlight
 	if renew {
 		g.renewed = now
+		g.renewing++
 	}
 	if !g.sweeping && now.Sub(g.swept) >= ttl/2 {
 		g.sweeping, g.swept = true, now
 		go s.sweepAlive(ttl, g)
 	}
 	s.live.mu.Unlock()
-	if !renew {
-		return nil
+	if renew {
+		go s.renewGroup(ttl, g, now)
 	}
+	return nil
+}
+
+// renewGroup renews the group's shared lease, started at now, with a
+// timeout of its own: a renewal answered after the TTL is of no use. If
+// the lease is gone, the group is dropped and the next heartbeat of each
+// node writes its key on a new lease; after any other failure the next
+// heartbeat renews again.
+func (s *Store) renewGroup(ttl time.Duration, g *liveGroup, started time.Time) {
+	ctx, cancel := context.WithTimeout(context.Background(), ttl)
+	defer cancel()
+	s.countWrite("KeepAliveRenew")
+	_, err := s.cli.KeepAliveOnce(ctx, g.id)
+	s.live.mu.Lock()
+	g.renewing--
+	switch {
+	case err == nil:
+		g.acked = later(g.acked, started)
+	case g.renewed.Equal(started):
+		g.renewed = time.Time{}
+	}
+	s.live.mu.Unlock()
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		// The lease expired: every key on it is gone.
+		s.dropGroup(ttl, g.id)
+	}
+}
+
+// renewNow renews the group's lease in the heartbeat's call, sent at now;
+// if it is gone, it records the node on a new one.
+func (s *Store) renewNow(ctx context.Context, instanceID string, ttl time.Duration, g *liveGroup, lease clientv3.LeaseID, now time.Time) error {
 	s.countWrite("KeepAliveRenew")
 	_, err := s.cli.KeepAliveOnce(ctx, lease)
 	switch {
 	case err == nil:
+		s.live.mu.Lock()
+		g.acked, g.renewed = later(g.acked, now), later(g.renewed, now)
+		s.live.mu.Unlock()
 		return nil
 	case errors.Is(err, rpctypes.ErrLeaseNotFound):
-		// The lease expired (the replica stalled past the TTL): every key
-		// on it is gone; start a new one.
+		// The lease expired: every key on it is gone; start a new one.
 		s.dropGroup(ttl, lease)
 		return s.recordAlive(ctx, instanceID, ttl)
 	default:
-		s.live.mu.Lock()
-		g.renewed = last
-		s.live.mu.Unlock()
 		return fmt.Errorf("keepalive of %s: renew lease: %w", instanceID, err)
 	}
+}
+
+// later is the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // recordAlive writes the node's alive key on this replica's lease for ttl,
@@ -142,29 +218,61 @@ func (s *Store) recordAliveOn(ctx context.Context, instanceID string, ttl time.D
 }
 
 // groupLease returns this replica's lease for ttl, granting it first if
-// there is none.
+// there is none. Heartbeats that find none at once share one grant, and
+// nothing waits for etcd while holding the liveness lock.
 func (s *Store) groupLease(ctx context.Context, ttl time.Duration) (clientv3.LeaseID, error) {
 	s.live.mu.Lock()
 	if g := s.live.groups[ttl]; g != nil {
 		s.live.mu.Unlock()
 		return g.id, nil
 	}
-	s.live.mu.Unlock()
-	s.countWrite("KeepAliveGrant")
-	resp, err := s.cli.Grant(ctx, int64((ttl+time.Second-1)/time.Second))
-	if err != nil {
-		return 0, fmt.Errorf("grant liveness lease: %w", err)
+	gr := s.live.granting[ttl]
+	if gr == nil {
+		gr = &grant{done: make(chan struct{})}
+		if s.live.granting == nil {
+			s.live.granting = map[time.Duration]*grant{}
+		}
+		s.live.granting[ttl] = gr
+		// The grant is the replica's, not this heartbeat's: it does not
+		// end when this caller gives up on it.
+		go s.grantGroup(ttl, gr)
 	}
+	s.live.mu.Unlock()
+	select {
+	case <-gr.done:
+		if gr.err != nil {
+			return 0, gr.err
+		}
+		return gr.id, nil
+	case <-ctx.Done():
+		return 0, fmt.Errorf("grant liveness lease: %w", ctx.Err())
+	}
+}
+
+// grantGroup grants the shared lease for ttl and makes it the group's.
+func (s *Store) grantGroup(ttl time.Duration, gr *grant) {
+	ctx, cancel := context.WithTimeout(context.Background(), max(ttl, 10*time.Second))
+	defer cancel()
+	s.countWrite("KeepAliveGrant")
+	sent := time.Now()
+	resp, err := s.cli.Grant(ctx, int64((ttl+time.Second-1)/time.Second))
 	s.live.mu.Lock()
 	defer s.live.mu.Unlock()
+	delete(s.live.granting, ttl)
+	defer close(gr.done)
+	if err != nil {
+		gr.err = fmt.Errorf("grant liveness lease: %w", err)
+		return
+	}
+	gr.id = resp.ID
 	if g := s.live.groups[ttl]; g != nil {
-		// Another heartbeat granted one meanwhile: use it.
-		_, _ = s.cli.Revoke(context.WithoutCancel(ctx), resp.ID)
-		return g.id, nil
+		// Cannot happen while grants are shared; keep the group there is.
+		gr.id = g.id
+		go func() { _, _ = s.cli.Revoke(context.Background(), resp.ID) }()
+		return
 	}
 	now := time.Now()
-	s.live.groups[ttl] = &liveGroup{id: resp.ID, renewed: now, swept: now, seen: map[string]time.Time{}}
-	return resp.ID, nil
+	s.live.groups[ttl] = &liveGroup{id: resp.ID, renewed: now, acked: sent, swept: now, seen: map[string]time.Time{}}
 }
 
 // dropGroup forgets the lease for ttl if it is still lease.

@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -152,5 +154,83 @@ func TestAliveReadsKeysOnly(t *testing.T) {
 	}
 	if !alive["i-1"] || !alive["i-2"] || alive["i-3"] || len(alive) != 2 {
 		t.Errorf("Alive = %v, want i-1 and i-2", alive)
+	}
+}
+
+// TestKeepAliveOneGrantForMany: heartbeats that find no shared lease at
+// the same moment (a replica's first ones, or the first after its lease
+// expired) share one grant: a write each would land on an etcd that is
+// already behind, and each but one would be revoked again.
+func TestKeepAliveOneGrantForMany(t *testing.T) {
+	s := newStore(t)
+	ctx := ctxT(t)
+	const nodes = 64
+	ids := make([]string, nodes)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("i-%d", i)
+		mustNode(t, s, ids[i])
+	}
+	start := make(chan struct{})
+	errs := make(chan error, nodes)
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		wg.Go(func() {
+			<-start
+			errs <- s.KeepAlive(ctx, id, 5*time.Second)
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if w := s.Writes(); w["KeepAliveGrant"] != 1 || w["KeepAlive"] != nodes {
+		t.Errorf("Writes = %v: want one lease granted and one key per node", w)
+	}
+	alive, err := s.Alive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(alive) != nodes {
+		t.Errorf("%d nodes alive, want %d", len(alive), nodes)
+	}
+	resp, err := s.cli.Leases(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Leases) != 1 {
+		t.Errorf("etcd holds %d leases, want the one shared lease", len(resp.Leases))
+	}
+}
+
+// TestKeepAliveRenewsPastGivenUpCalls: the shared lease's renewal is the
+// replica's, not the heartbeat call's. Heartbeats whose callers have given
+// up (an agent's call that timed out while etcd was busy) still keep their
+// nodes alive, and say so.
+func TestKeepAliveRenewsPastGivenUpCalls(t *testing.T) {
+	s := newStore(t)
+	ctx := ctxT(t)
+	const ttl = 2 * time.Second
+	for _, id := range []string{"i-1", "i-2"} {
+		mustNode(t, s, id)
+		if err := s.KeepAlive(ctx, id, ttl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	heartbeats(t, gone, s, ttl, 3*ttl, "i-1", "i-2")
+	alive, err := s.Alive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !alive["i-1"] || !alive["i-2"] {
+		t.Fatalf("Alive = %v after 3 TTLs of heartbeats: want both nodes", alive)
+	}
+	if w := s.Writes(); w["KeepAliveGrant"] != 1 || w["KeepAlive"] != 2 || w["AliveExpire"] != 0 {
+		t.Errorf("Writes = %v: want the first lease and keys kept", w)
 	}
 }

@@ -31,7 +31,9 @@ const ElectionSuffix = "election/"
 // election timeout it adds to every lease on a raft leader change (about
 // 2 s with etcd's defaults): 5 s keeps the first EC2 call of a new leader
 // within 10 s of the old one's death, and still rides out etcd stalls of
-// a few seconds without a leader change.
+// a few seconds without a leader change. An etcd that is busy (its raft
+// loop late, its apply loop behind) can hold a renewal up for longer:
+// docs/operations.md says when a longer TTL is worth its slower failover.
 const DefaultTTL = 5 * time.Second
 
 // Config configures an Elector.
@@ -126,39 +128,56 @@ func (e *Elector) Run(ctx context.Context, fn func(ctx context.Context) error) e
 
 // term runs one session: campaign, lead, step down.
 func (e *Elector) term(ctx context.Context, log *slog.Logger, fn func(ctx context.Context) error) error {
-	ttl := int((e.cfg.TTL + time.Second - 1) / time.Second)
-	sess, err := concurrency.NewSession(e.cfg.Client, concurrency.WithTTL(ttl), concurrency.WithContext(ctx))
+	ttl := int64((e.cfg.TTL + time.Second - 1) / time.Second)
+	granted := time.Now()
+	g, err := e.cfg.Client.Grant(ctx, ttl)
 	if err != nil {
-		return fmt.Errorf("start election session: %w", err)
+		return fmt.Errorf("start election session: grant lease: %w", err)
 	}
-	e.mu.Lock()
-	e.leaseID = sess.Lease()
-	e.mu.Unlock()
+	// The lease is renewed by a renewer of this term's (renew.go); the
+	// session's own keepalive runs too and only adds renewals, but the
+	// term ends by the renewer's word alone.
+	rn := newRenewer(e.cfg.Client, g.ID, time.Duration(g.TTL)*time.Second, granted)
+	renewCtx, stopRenew := context.WithCancel(ctx)
+	renewing := make(chan struct{})
+	go func() {
+		defer close(renewing)
+		rn.run(renewCtx)
+	}()
 	defer func() {
+		stopRenew()
+		<-renewing
 		// Revoking the lease makes our election key (if any) disappear at
-		// once, so a standby need not wait out the TTL. Not sess.Close: it
-		// revokes with the session's context, which is ctx, which may be
-		// why we are here.
-		sess.Orphan()
+		// once, so a standby need not wait out the TTL.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		if _, err := e.cfg.Client.Revoke(rctx, sess.Lease()); err != nil && ctx.Err() == nil {
+		if _, err := e.cfg.Client.Revoke(rctx, g.ID); err != nil && ctx.Err() == nil {
 			log.Debug("leader election: revoke session lease", "err", err)
 		}
 	}()
+	sess, err := concurrency.NewSession(e.cfg.Client, concurrency.WithLease(g.ID), concurrency.WithContext(ctx))
+	if err != nil {
+		return fmt.Errorf("start election session: %w", err)
+	}
+	// Not sess.Close: it revokes with the session's context, which is
+	// ctx, which may be why we are here; the deferred revoke above does.
+	defer sess.Orphan()
+	e.mu.Lock()
+	e.leaseID = g.ID
+	e.mu.Unlock()
 
-	el, err := e.campaign(ctx, sess)
+	el, err := e.campaign(ctx, sess, rn)
 	if err != nil {
 		return err
 	}
 
 	leadCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stop := context.AfterFunc(sess.Ctx(), cancel) // session lost: stop leading now
+	stop := context.AfterFunc(rn.lost, cancel) // lease lost: stop leading now
 	defer stop()
 
 	// Fence every store write of this term on our election key: should the
-	// lease expire before the keepalive notices and cancels leadCtx, the
+	// lease expire before the renewer notices and cancels leadCtx, the
 	// store refuses the writes (rpcerr.ErrNotLeader) instead of letting
 	// two leaders write intents at once.
 	fence := store.Fence{Key: el.Key(), Rev: el.Rev()}
@@ -168,11 +187,11 @@ func (e *Elector) term(ctx context.Context, log *slog.Logger, fn func(ctx contex
 	leadCtx = store.WithFence(leadCtx, fence.Key, fence.Rev)
 
 	e.leading.Store(true)
-	log.Info("leader election: leading", "lease", fmt.Sprintf("%x", sess.Lease()), "key", fence.Key, "rev", fence.Rev)
+	log.Info("leader election: leading", "lease", fmt.Sprintf("%x", g.ID), "key", fence.Key, "rev", fence.Rev)
 	runErr := fn(leadCtx)
 	e.leading.Store(false)
 
-	stepDown(ctx, log, sess, el, runErr)
+	stepDown(ctx, log, rn, el, runErr)
 	if runErr != nil && !errors.Is(runErr, context.Canceled) {
 		return fmt.Errorf("leader work: %w", runErr)
 	}
@@ -180,40 +199,35 @@ func (e *Elector) term(ctx context.Context, log *slog.Logger, fn func(ctx contex
 }
 
 // campaign waits until this replica wins the election in sess, or the
-// session or ctx ends.
-func (e *Elector) campaign(ctx context.Context, sess *concurrency.Session) (*concurrency.Election, error) {
-	// A campaign must stop when the session dies, or a replica whose key
+// lease (rn) or ctx ends.
+func (e *Elector) campaign(ctx context.Context, sess *concurrency.Session, rn *renewer) (*concurrency.Election, error) {
+	// A campaign must stop when the lease is lost, or a replica whose key
 	// expired would wait forever for keys older than its own.
 	campCtx, stopCamp := context.WithCancel(ctx)
 	defer stopCamp()
-	go func() {
-		select {
-		case <-sess.Done():
-			stopCamp()
-		case <-campCtx.Done():
-		}
-	}()
+	defer context.AfterFunc(rn.lost, stopCamp)()
 	el := concurrency.NewElection(sess, e.key)
 	if err := el.Campaign(campCtx, e.cfg.Name); err != nil {
+		if lerr := rn.Err(); lerr != nil && ctx.Err() == nil {
+			return nil, fmt.Errorf("campaign: %w", lerr)
+		}
 		return nil, fmt.Errorf("campaign: %w", err)
 	}
-	select {
-	case <-sess.Done():
-		return nil, errors.New("session lost while campaigning")
-	default:
+	if err := rn.Err(); err != nil {
+		return nil, fmt.Errorf("lost while campaigning: %w", err)
 	}
 	return el, nil
 }
 
 // stepDown ends a term: it resigns unless the session is already lost
 // (then there is nothing left to resign).
-func stepDown(ctx context.Context, log *slog.Logger, sess *concurrency.Session, el *concurrency.Election, runErr error) {
-	// The session's context ends with ctx too; only without a shutdown is
-	// its end a loss.
-	lost := sess.Ctx().Err() != nil && ctx.Err() == nil
+func stepDown(ctx context.Context, log *slog.Logger, rn *renewer, el *concurrency.Election, runErr error) {
+	// The renewer stops with ctx too; only without a shutdown is its end a
+	// loss.
+	lost := rn.Err() != nil && ctx.Err() == nil
 	switch {
 	case lost:
-		log.Warn("leader election: session lost, stepped down")
+		log.Warn("leader election: session lost, stepped down", "err", rn.Err(), "renewals", rn.acknowledged())
 		return
 	case ctx.Err() != nil:
 		log.Info("leader election: shutting down, resigning")

@@ -44,7 +44,8 @@ const renewalsInFlight = 2
 type liveGroup struct {
 	id       clientv3.LeaseID
 	renewed  time.Time
-	renewing int // renewals under way
+	renewing int  // renewals under way
+	checking bool // a heartbeat renews in its call (renewNow)
 	// acked is when the latest renewal etcd acknowledged was sent (the
 	// grant's time before the first): the lease lives at least a TTL
 	// from then.
@@ -103,11 +104,13 @@ func (s *Store) KeepAlive(ctx context.Context, instanceID string, ttl time.Durat
 		return s.recordAlive(ctx, instanceID, ttl)
 	}
 	g.seen[instanceID] = now
-	if now.Sub(g.acked) >= ttl {
+	if now.Sub(g.acked) >= ttl && !g.checking {
 		// No renewal acknowledged for a TTL (no heartbeat came, or etcd
 		// did not answer): the lease may be gone with every key on it.
 		// Renew here, so that if it is, this node is recorded again now
-		// rather than at its next heartbeat.
+		// rather than at its next heartbeat. One heartbeat at a time: on
+		// an etcd too slow to answer, the others do not wait for it.
+		g.checking = true
 		lease := g.id
 		s.live.mu.Unlock()
 		return s.renewNow(ctx, instanceID, ttl, g, lease, now)
@@ -158,11 +161,14 @@ func (s *Store) renewGroup(ttl time.Duration, g *liveGroup, started time.Time) {
 func (s *Store) renewNow(ctx context.Context, instanceID string, ttl time.Duration, g *liveGroup, lease clientv3.LeaseID, now time.Time) error {
 	s.countWrite("KeepAliveRenew")
 	_, err := s.cli.KeepAliveOnce(ctx, lease)
+	s.live.mu.Lock()
+	g.checking = false
+	if err == nil {
+		g.acked, g.renewed = later(g.acked, now), later(g.renewed, now)
+	}
+	s.live.mu.Unlock()
 	switch {
 	case err == nil:
-		s.live.mu.Lock()
-		g.acked, g.renewed = later(g.acked, now), later(g.renewed, now)
-		s.live.mu.Unlock()
 		return nil
 	case errors.Is(err, rpctypes.ErrLeaseNotFound):
 		// The lease expired: every key on it is gone; start a new one.

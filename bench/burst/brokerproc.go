@@ -351,9 +351,12 @@ func ServeBrokerChild(ctx context.Context, cfg BrokerConfig, out *os.File) error
 	defer b.Close()
 	mux := http.NewServeMux()
 	// The profiler answers on the same loopback listener, so a heap or CPU
-	// profile can be taken during the burst (go tool pprof URL/debug/pprof/heap).
+	// profile can be taken during the burst (go tool pprof URL/debug/pprof/heap),
+	// or an execution trace (URL/debug/pprof/trace?seconds=5, read with go
+	// tool trace: where a planning round waited, ran, or assisted the collector).
 	mux.HandleFunc("/debug/pprof/", httppprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", httppprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", httppprof.Trace)
 	var mem memSampler
 	go mem.run(ctx, time.Second)
 	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, _ *http.Request) {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/allotnet/allot/broker/brokerd"
 	"github.com/allotnet/allot/internal/logfmt"
@@ -39,7 +40,12 @@ func RunChild(prog, role string, args []string) int {
 		fmt.Fprintf(os.Stderr, "%s %s: %v\n", prog, role, err)
 		return 2
 	}
-	log := logfmt.New(os.Stderr, lo).With("role", role)
+	// As allot-broker's: the harness reads the child's stderr, and a
+	// harness busy with thousands of agents must not stall the child's
+	// goroutines on their log lines.
+	logOut := logfmt.Async(os.Stderr, 0)
+	defer logOut.Close(5 * time.Second)
+	log := logfmt.New(logOut, lo).With("role", role)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	ctx, cancel := context.WithCancel(ctx)

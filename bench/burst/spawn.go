@@ -27,10 +27,13 @@ type child struct {
 // spawnChild starts role and waits for its hello line.
 func spawnChild(ctx context.Context, sp Spawner, role string, args []string, stderr io.Writer) (*child, error) {
 	cmd := sp(role, args)
-	if stderr == nil {
-		stderr = io.Discard
+	// Without a writer for its logs the child's stderr is /dev/null (an
+	// unset cmd.Stderr), not a pipe this process copies to io.Discard: a
+	// harness running thousands of agents on a busy machine drains such a
+	// pipe late, and the child's writes wait for it.
+	if stderr != nil {
+		cmd.Stderr = stderr
 	}
-	cmd.Stderr = stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err

@@ -29,6 +29,10 @@ import (
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 
+// logFlushWait bounds how long a stopping process waits for the log lines
+// it still holds to be written.
+const logFlushWait = 2 * time.Second
+
 func main() {
 	if buildinfo.PrintIfRequested("allot-agent", os.Args[1:], os.Stdout) {
 		return
@@ -47,7 +51,10 @@ func main() {
 	// The latest records also stay in memory for /v1/logs and the
 	// support bundle.
 	recent := logring.New(2000)
-	log := logring.Tee(logfmt.New(os.Stderr, cfg.log), recent, cfg.log.Level)
+	// Lines pass to stderr from a goroutine of their own: a slow reader of
+	// the log must not stall the goroutines that log (logfmt.AsyncWriter).
+	logOut := logfmt.Async(os.Stderr, 0)
+	log := logring.Tee(logfmt.New(logOut, cfg.log), recent, cfg.log.Level)
 	if cfg.agent.NodeName != "" {
 		log = log.With("k8s_node", cfg.agent.NodeName)
 	}
@@ -55,9 +62,11 @@ func main() {
 	defer stop()
 	if err := run(ctx, cfg, log, recent); err != nil {
 		log.Error("allot-agent failed", "err", err)
+		logOut.Close(logFlushWait)
 		os.Exit(1)
 	}
 	log.Info("allot-agent stopped")
+	logOut.Close(logFlushWait)
 }
 
 // run builds the agent's dependencies from cfg and runs it until ctx ends.

@@ -36,6 +36,10 @@ import (
 	"github.com/allotnet/allot/internal/telemetry/traceconf"
 )
 
+// logFlushWait bounds how long a stopping process waits for the log lines
+// it still holds to be written.
+const logFlushWait = 2 * time.Second
+
 func main() {
 	if buildinfo.PrintIfRequested("allot-broker", os.Args[1:], os.Stdout) {
 		return
@@ -54,7 +58,10 @@ func main() {
 	// The latest records also stay in memory, for an admin's support
 	// bundle (AdminService GetLogs).
 	recent := logring.New(2000)
-	log := logring.Tee(logfmt.New(os.Stderr, cfg.log), recent, cfg.log.Level)
+	// Lines pass to stderr from a goroutine of their own: a slow reader of
+	// the log must not stall the goroutines that log (logfmt.AsyncWriter).
+	logOut := logfmt.Async(os.Stderr, 0)
+	log := logring.Tee(logfmt.New(logOut, cfg.log), recent, cfg.log.Level)
 	limit, source := cfg.memLimit.apply(os.Getenv, cgroupMemoryLimit)
 	log.Info("Go runtime memory limit", "bytes", limit, "source", source,
 		"gc_percent", brokerd.SetGCPercent(cfg.gcPercent, os.Getenv("GOGC")))
@@ -62,9 +69,11 @@ func main() {
 	defer stop()
 	if err := run(ctx, cfg, log, recent); err != nil {
 		log.Error("allot-broker failed", "err", err)
+		logOut.Close(logFlushWait)
 		os.Exit(1)
 	}
 	log.Info("allot-broker stopped")
+	logOut.Close(logFlushWait)
 }
 
 // run builds the broker from the flags, runs it until ctx ends, and closes

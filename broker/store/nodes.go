@@ -11,7 +11,10 @@ import (
 )
 
 // PutNode registers a node or updates its registration. Registering again
-// is idempotent; the first RegisteredAt is kept.
+// is idempotent; the first RegisteredAt is kept. A registration that
+// changes nothing writes nothing (agents register again on every
+// reconnection, thousands at once after a broker's restart, when etcd is
+// busiest) and returns the revision it read.
 func (s *Store) PutNode(ctx context.Context, n Node) (Node, error) {
 	if err := checkID("node", n.InstanceID); err != nil {
 		return Node{}, err
@@ -20,6 +23,7 @@ func (s *Store) PutNode(ctx context.Context, n Node) (Node, error) {
 		return Node{}, fmt.Errorf("node %s: limits and warm targets must not be negative: %w", n.InstanceID, rpcerr.ErrInvalid)
 	}
 	key := s.key(kindNodes, n.InstanceID)
+	var same int64 // the record's revision when it is already what n is
 	rev, err := s.update(ctx, "PutNode", []string{key}, nil, func(v *view) error {
 		var cur Node
 		ok, err := get(v, kindNodes, n.InstanceID, &cur)
@@ -32,9 +36,16 @@ func (s *Store) PutNode(ctx context.Context, n Node) (Node, error) {
 		case n.RegisteredAt.IsZero():
 			n.RegisteredAt = time.Now().UTC()
 		}
-		return v.put(key, &n)
+		wrote, err := v.putChanged(key, &n)
+		if same = 0; err == nil && !wrote {
+			same = cur.Rev
+		}
+		return err
 	})
 	n.Rev = rev
+	if same != 0 {
+		n.Rev = same
+	}
 	return n, err
 }
 

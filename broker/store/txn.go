@@ -114,6 +114,22 @@ func (v *view) put(key string, r record, opts ...clientv3.OpOption) error {
 	return nil
 }
 
+// putChanged queues writing r at key unless key already holds exactly the
+// bytes r encodes to, and says whether it queued the write: a write that
+// changes nothing still costs etcd a raft entry, an fsync and an event for
+// every watcher.
+func (v *view) putChanged(key string, r record) (bool, error) {
+	val, err := encode(key, r)
+	if err != nil {
+		return false, err
+	}
+	if kv := v.keys[key]; kv != nil && string(kv.Value) == val {
+		return false, nil
+	}
+	v.write(key, write{op: clientv3.OpPut(key, val), kv: &mvccpb.KeyValue{Key: []byte(key), Value: []byte(val)}})
+	return true, nil
+}
+
 // del queues deleting key.
 func (v *view) del(key string) { v.write(key, write{op: clientv3.OpDelete(key)}) }
 

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/allotnet/allot/broker/instances"
@@ -39,6 +40,9 @@ func (e *Engine) round(ctx context.Context, rs *runState) error {
 		rs.intentsRead = now
 	}
 	snap, err := e.current(ctx, ph)
+	if errors.Is(err, errBehind) {
+		return nil // the next round waits for the view again
+	}
 	if err != nil {
 		return err
 	}

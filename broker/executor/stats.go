@@ -28,6 +28,10 @@ type Stats struct {
 	// FullReads is how many rounds read the whole state from etcd because
 	// the followed view was not live or had not caught up in time.
 	FullReads int64
+	// Behind is how many rounds planned nothing because the followed view
+	// was live but had not reached the engine's latest write in time (see
+	// Engine.current).
+	Behind int64
 	// Plans is how many non-empty plans it made.
 	Plans int64
 	// Planned counts the actions of those plans by kind ("create-attach",
@@ -206,6 +210,7 @@ func (s Stats) Plus(o Stats) Stats {
 	c.RoundPhases, c.SlowRoundPhases = addMap(c.RoundPhases, o.RoundPhases), addMap(c.SlowRoundPhases, o.SlowRoundPhases)
 	c.SlowRounds += o.SlowRounds
 	c.FullReads += o.FullReads
+	c.Behind += o.Behind
 	c.Plans += o.Plans
 	c.Early += o.Early
 	c.Planned, c.Started = addMap(c.Planned, o.Planned), addMap(c.Started, o.Started)

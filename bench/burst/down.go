@@ -25,6 +25,9 @@ type UpDown struct {
 	// Settle bounds the wait for every pool to be back at its warm
 	// targets and EC2 to be quiet (simulated). Default 30 minutes.
 	Settle time.Duration
+	// lateLast holds the last pod's DEL this long (simulated) beyond the
+	// window: the harness's DELs running late, as on a loaded machine.
+	lateLast time.Duration
 }
 
 // Defaults of the way down.
@@ -62,18 +65,37 @@ type UpDownFigures struct {
 	ReleasedAddrs int64 `json:"addresses_released"`
 	// BackToWarmSim is from the first DEL (the way down's start) until
 	// every pool was at its warm targets (no shortfall, no excess beyond
-	// the broker's margin, no release open); SettledSim until every ENI
-	// given up was gone too. ReleaseFloorSim is the broker's wait before
-	// proposing (executor.DefaultReleaseAfter, which no surplus can start
-	// before the first DEL) plus the EC2 buckets' floor for DownMinimum;
-	// NotWarm counts nodes not back at warm when the wait ended.
+	// the broker's margin, no release open); SettledSim until, besides,
+	// a read of EC2 begun then or later found no ENI detaching or detached
+	// (every ENI given up gone), as every read for three simulated seconds
+	// after did. ReleaseFloorSim is the broker's wait before proposing
+	// (ReleaseAfterSim, which no surplus can start before the first DEL)
+	// plus the EC2 buckets' floor for DownMinimum; NotWarm counts nodes
+	// not back at warm when the wait ended.
 	BackToWarmSim   float64 `json:"back_to_warm_s"`
 	SettledSim      float64 `json:"settled_s"`
 	ReleaseFloorSim float64 `json:"release_floor_s"`
+	ReleaseAfterSim float64 `json:"release_after_s"`
 	NotWarm         int     `json:"nodes_not_at_warm"`
+	// LastDelSim is when the last DEL returned and CooledSim when its
+	// address's cooldown ended, at the latest (pool.DefaultCooldown
+	// later): from then on no address is cooling. EarlyProposed counts
+	// the releases the broker had proposed by then. DownMinimum assumes
+	// every release finds its ENI's addresses all free; a release
+	// proposed while one cools takes part of an ENI (an Unassign where the
+	// minimum has a Detach and a Delete), which is the harness's DELs
+	// running late, not the broker spending calls, so DownCalls are held
+	// to DownMinimum only when EarlyProposed is 0. With the default
+	// 30 s window the DELs end 30 s in, cooled at 60 s, 60 s before any
+	// release can be proposed.
+	LastDelSim    float64 `json:"last_del_s"`
+	CooledSim     float64 `json:"cooled_s"`
+	EarlyProposed int64   `json:"releases_proposed_while_cooling"`
 	// InUseFreed counts addresses EC2 stopped putting on a node while a
-	// pod there held them (inUseWatch): read every half second of wall
-	// time over the way down, and once after the second burst (whose pods
+	// pod there held them (inUseWatch): every address is checked by a
+	// read of EC2 begun after the harness chose to delete its pod and
+	// before the DEL was sent, besides reads every half second of wall
+	// time over the way down and one after the second burst (whose pods
 	// all stay); InUsePolls and InUseChecks are how often it looked.
 	InUseFreed  int   `json:"in_use_freed"`
 	InUsePolls  int   `json:"in_use_polls"`
@@ -122,14 +144,19 @@ func runUpDown(ctx context.Context, env upDownEnv, progress func(string, ...any)
 		return fig, err
 	}
 	fig.DownMinimum = downMinimum(env.fleet.targets, env.fleet.limits, enis)
-	fig.ReleaseFloorSim = (executor.DefaultReleaseAfter + lowerBound(fig.DownMinimum, env.share)).Seconds()
+	releaseAfter := env.cfg.ReleaseAfter
+	if releaseAfter <= 0 {
+		releaseAfter = executor.DefaultReleaseAfter
+	}
+	fig.ReleaseAfterSim = releaseAfter.Seconds()
+	fig.ReleaseFloorSim = (releaseAfter + lowerBound(fig.DownMinimum, env.share)).Seconds()
 	live := newLiveSet()
 	for _, p := range env.pods {
 		if p.Placed {
 			live.add(p.Addr, env.insts[p.Node].ID)
 		}
 	}
-	watch := &inUseWatch{admin: env.admin, live: live, interval: 500 * time.Millisecond, freed: map[holding]bool{}}
+	watch := newInUseWatch(env.admin, live, 500*time.Millisecond)
 	wctx, cancelWatch := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { watch.run(wctx) })
@@ -152,15 +179,32 @@ func runUpDown(ctx context.Context, env upDownEnv, progress func(string, ...any)
 	progress("way down: deleting %d pods over %s simulated; release floor %.1fs simulated, minimum %v",
 		live.len(), u.DownWindow, fig.ReleaseFloorSim, fig.DownMinimum)
 	firstDel := time.Now()
-	deletePods(ctx, env, u.DownWindow, live, fig)
+	lastDel := deletePods(ctx, env, u, watch, fig)
+	fig.LastDelSim = env.cfg.simOf(lastDel.Sub(firstDel)).Seconds()
+	cooled := lastDel.Add(env.cfg.wall(pool.DefaultCooldown))
+	fig.CooledSim = env.cfg.simOf(cooled.Sub(firstDel)).Seconds()
+	type proposed struct {
+		n   int64
+		err error
+	}
+	early := make(chan proposed, 1)
+	go func() {
+		n, err := proposedBy(ctx, env, cooled, bStart)
+		early <- proposed{n, err}
+	}()
 	if err := waitDown(ctx, env, u, watch, firstDel, fig, progress); err != nil {
 		return fig, err
 	}
+	p := <-early
+	if p.err != nil {
+		return fig, p.err
+	}
+	fig.EarlyProposed = p.n
 	if err := downCalls(ctx, env, bStart, fig); err != nil {
 		return fig, err
 	}
-	progress("way down: back at warm %.1fs, settled %.1fs after the first DEL; calls %v (minimum %v)",
-		fig.BackToWarmSim, fig.SettledSim, fig.DownCalls, fig.DownMinimum)
+	progress("way down: last DEL %.1fs, cooled %.1fs, %d releases proposed by then; back at warm %.1fs, settled %.1fs after the first DEL; calls %v (minimum %v)",
+		fig.LastDelSim, fig.CooledSim, fig.EarlyProposed, fig.BackToWarmSim, fig.SettledSim, fig.DownCalls, fig.DownMinimum)
 	// The second burst runs without the watch's reads of every ENI, as
 	// the first does; none of its pods is deleted, so one read after it
 	// finds any address of theirs that was freed.
@@ -175,9 +219,10 @@ func runUpDown(ctx context.Context, env upDownEnv, progress func(string, ...any)
 }
 
 // deletePods deletes every placed pod of the first burst, spread over
-// window, pod k of every node before pod k+1 of any; each pod leaves the
-// live set before its DEL is sent. It returns when the last DEL returned.
-func deletePods(ctx context.Context, env upDownEnv, window time.Duration, live *liveSet, fig *UpDownFigures) {
+// window, pod k of every node before pod k+1 of any; each pod's address is
+// checked and the pod leaves the live set (watch.beforeDel) before its DEL
+// is sent. It returns when the last DEL returned, and that time.
+func deletePods(ctx context.Context, env upDownEnv, u UpDown, watch *inUseWatch, fig *UpDownFigures) time.Time {
 	var placed []podResult
 	for _, p := range env.pods {
 		if p.Placed {
@@ -187,23 +232,46 @@ func deletePods(ctx context.Context, env upDownEnv, window time.Duration, live *
 	nodes := len(env.fleet.nodes)
 	order := func(p podResult) int { return p.Pod*nodes + p.Node }
 	total := max(len(env.pods), 1)
+	last := 0
+	for _, p := range placed {
+		last = max(last, order(p))
+	}
 	start := time.Now()
 	var wg sync.WaitGroup
 	var failed atomic.Int64
 	for _, p := range placed {
+		at := time.Duration(float64(u.DownWindow) * float64(order(p)) / float64(total))
+		if order(p) == last {
+			at += u.lateLast
+		}
 		wg.Go(func() {
-			sleepUntil(ctx, start.Add(env.cfg.wall(time.Duration(float64(window)*float64(order(p))/float64(total)))))
-			live.remove(p.Addr)
+			sleepUntil(ctx, start.Add(env.cfg.wall(at)))
+			watch.beforeDel(ctx, p.Addr)
 			if err := env.fleet.nodes[p.Node].agent.Del(ctx, podRequest(p.Node, p.Pod, p.Attempts)); err != nil {
 				failed.Add(1)
 			}
 		})
 	}
 	wg.Wait()
+	end := time.Now()
 	fig.PodsDeleted = len(placed) - int(failed.Load())
 	if n := failed.Load(); n > 0 {
 		fig.Problems = append(fig.Problems, fmt.Sprintf("%d pod DELs failed", n))
 	}
+	return end
+}
+
+// proposedBy reads, at cooled (at once if that has passed), how many
+// releases the broker has proposed since bStart (EarlyProposed). Reading
+// late can only count a release proposed after cooled as early, never the
+// other way.
+func proposedBy(ctx context.Context, env upDownEnv, cooled time.Time, bStart BrokerStats) (int64, error) {
+	sleepUntil(ctx, cooled)
+	st, err := env.broker.stats(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return st.Engine.Proposed - bStart.Engine.Proposed, nil
 }
 
 // atWarm reports whether a node's pool is back at its warm targets: no
@@ -218,8 +286,9 @@ func atWarm(t pool.Targets, l pool.Limits, p *pool.Pool) bool {
 }
 
 // waitDown waits until every pool is back at its warm targets and every
-// ENI given up is gone (no ENI detached or detaching for three simulated
-// seconds), or until the settle bound after the window.
+// ENI given up is gone (reads of EC2 begun from then on found no ENI
+// detached or detaching for three simulated seconds), or until the settle
+// bound after the window.
 func waitDown(ctx context.Context, env upDownEnv, u UpDown, watch *inUseWatch, firstDel time.Time, fig *UpDownFigures, progress func(string, ...any)) error {
 	deadline := firstDel.Add(env.cfg.wall(u.DownWindow + u.Settle))
 	var warmAt time.Time
@@ -239,12 +308,12 @@ func waitDown(ctx context.Context, env upDownEnv, u UpDown, watch *inUseWatch, f
 		if notWarm > 0 {
 			warmAt = time.Time{}
 		}
-		settleFor := env.cfg.wall(3 * time.Second)
-		if !warmAt.IsZero() && watch.settledFor(settleFor) {
-			watch.mu.Lock()
-			fig.SettledSim = env.cfg.simOf(watch.settled.Sub(firstDel)).Seconds()
-			watch.mu.Unlock()
-			return nil
+		if !warmAt.IsZero() {
+			watch.readSoon()
+			if since, ok := watch.calmSince(warmAt, env.cfg.wall(3*time.Second)); ok {
+				fig.SettledSim = env.cfg.simOf(since.Sub(firstDel)).Seconds()
+				return nil
+			}
 		}
 		if time.Now().After(deadline) {
 			fig.Problems = append(fig.Problems, fmt.Sprintf("%d nodes not back at their warm targets %s (simulated) after the way down", notWarm, u.Settle))

@@ -14,13 +14,17 @@ import (
 // every pod deleted, the pools back at their warm targets, the burst
 // again. No address a live pod held may be freed; every pool must be back
 // at its warm targets; the release's calls must stay within the minimum;
-// the second burst must place every pod.
+// the second burst must place every pod. The broker waits four minutes
+// before it proposes a release, not two: the DELs end 30 s in and the last
+// address cools by 60 s, and the wider gap (9 s of real time, not 3) is
+// room for a loaded machine's late DELs, which would make a release find an
+// address still cooling (upDownLateDel).
 func TestUpDown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	rep, err := Run(ctx, Config{
 		Nodes: 10, PodsPerNode: 30, TimeScale: 20, Modes: []daemon.Mode{daemon.ModeSecondaryIP}, Shares: []float64{1},
-		Deadline: 30 * time.Minute, Seed: 11, UpDown: &UpDown{},
+		Deadline: 30 * time.Minute, Seed: 11, UpDown: &UpDown{}, ReleaseAfter: upDownReleaseAfter,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -51,6 +55,20 @@ func TestUpDown(t *testing.T) {
 	if u.NotWarm != 0 || u.BackToWarmSim <= 0 {
 		t.Errorf("%d nodes not back at warm; back at warm after %.1fs", u.NotWarm, u.BackToWarmSim)
 	}
+	// Every ENI given up is gone no earlier than the pools are back at
+	// warm: a read of EC2 made then says so.
+	if u.SettledSim < u.BackToWarmSim {
+		t.Errorf("every ENI given up gone %.1fs after the first DEL, before the pools were back at warm (%.1fs)", u.SettledSim, u.BackToWarmSim)
+	}
+	if u.ReleaseAfterSim != upDownReleaseAfter.Seconds() {
+		t.Errorf("release wait %.0fs, want %s", u.ReleaseAfterSim, upDownReleaseAfter)
+	}
+	// The minimum holds when every release found its addresses free; one
+	// proposed while a DEL's address still cooled is the harness's DELs
+	// running late, and the calls then say nothing of the broker.
+	if u.EarlyProposed != 0 {
+		t.Fatalf("the harness's DELs ran late: %d releases proposed by %.1fs after the first DEL, when the last DEL's address (DEL returned at %.1fs) ended its cooldown; the calls cannot be held to the minimum", u.EarlyProposed, u.CooledSim, u.LastDelSim)
+	}
 	if len(u.DownMinimum) == 0 {
 		t.Errorf("the way down's minimum is empty: 30 pods leave more than the warm targets keep")
 	}
@@ -68,7 +86,7 @@ func TestUpDown(t *testing.T) {
 	}
 	// Every node gives back three ENIs one at a time; with one wait of
 	// ReleaseAfter for them all, not one each, it takes well under three.
-	if limit := 3 * executor.DefaultReleaseAfter; u.BackToWarmSim >= limit.Seconds() {
+	if limit := 3 * upDownReleaseAfter; u.BackToWarmSim >= limit.Seconds() {
 		t.Errorf("back at warm %.1fs after the first DEL, want under %s (floor %.1fs)", u.BackToWarmSim, limit, u.ReleaseFloorSim)
 	}
 	if u.DownThrottled != 0 || u.Up.Throttled != 0 {
@@ -79,6 +97,46 @@ func TestUpDown(t *testing.T) {
 	}
 	if len(u.Up.Minimum) == 0 {
 		t.Errorf("second burst: minimum empty: the way down left nothing to grow")
+	}
+}
+
+// upDownReleaseAfter is TestUpDown's release wait.
+const upDownReleaseAfter = 4 * time.Minute
+
+// TestUpDownLateDel holds one pod's DEL until after the broker's release
+// wait: its node's surplus is due while the pod still holds an address, so
+// the broker proposes releases before every address is free. The harness
+// must say so (the calls cannot be held to the minimum then), the broker
+// must still free no address in use, and every pool must end at warm.
+func TestUpDownLateDel(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, Config{
+		Nodes: 3, PodsPerNode: 30, TimeScale: 20, Modes: []daemon.Mode{daemon.ModeSecondaryIP}, Shares: []float64{1},
+		Deadline: 30 * time.Minute, Seed: 17,
+		UpDown: &UpDown{lateLast: executor.DefaultReleaseAfter + 30*time.Second},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rep.Results[0]
+	checkCorrect(t, r)
+	u := r.UpDown
+	if u == nil {
+		t.Fatalf("no way-down figures: status %s, %s", r.Status, r.Error)
+	}
+	t.Logf("way down: %+v", *u)
+	for _, p := range u.Problems {
+		t.Error(p)
+	}
+	if u.LastDelSim < u.ReleaseAfterSim || u.CooledSim < u.LastDelSim+30 {
+		t.Errorf("last DEL returned %.1fs after the first, cooled %.1fs; want after the release wait %.0fs", u.LastDelSim, u.CooledSim, u.ReleaseAfterSim)
+	}
+	if u.EarlyProposed == 0 {
+		t.Errorf("no release proposed by %.1fs, when the last DEL's address ended its cooldown; its node's surplus was due at %.0fs", u.CooledSim, u.ReleaseAfterSim)
+	}
+	if u.InUseFreed != 0 || u.NotWarm != 0 || u.PodsDeleted != r.Placed {
+		t.Errorf("%d in-use addresses freed, %d nodes not back at warm, %d of %d pods deleted", u.InUseFreed, u.NotWarm, u.PodsDeleted, r.Placed)
 	}
 }
 

@@ -11,10 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -38,40 +36,19 @@ type Config struct {
 	Key    ed25519.PrivateKey
 	Logger *slog.Logger
 	Now    func() time.Time
-	// Rand returns a number in [0, 1) that places a token's renewal
-	// within its life (see Token); rand.Float64 if nil.
-	Rand func() float64
 }
-
-// Renewal bounds: a token is renewed in the background from renewFrom of
-// its life plus up to renewSpread, drawn for each token, so that nodes
-// that joined together do not all attest again in the same second; a call
-// waits for an attestation only once less than mustRenew of the token's
-// life is left (or there is none).
-const (
-	renewFrom   = 0.5
-	renewSpread = 0.2
-	mustRenew   = 0.1
-	// backgroundAttest bounds one background renewal.
-	backgroundAttest = 30 * time.Second
-)
 
 // Credentials is a grpc.PerRPCCredentials carrying the node token. Bind
 // the AuthService client of the same connection before the first call.
 type Credentials struct {
 	cfg Config
 
-	attesting sync.Mutex // held while attesting, so concurrent calls share one
-	doc       identity.SignedDocument
-	renewing  atomic.Bool // a background renewal is running
-
-	mu      sync.Mutex // guards the fields below; never held across a call
+	mu      sync.Mutex // held while attesting, so concurrent calls share one
 	client  AuthClient
+	doc     identity.SignedDocument
 	token   string
-	issued  time.Time
 	expires time.Time
-	renewAt time.Time // from when a call starts a background renewal
-	due     time.Time // from when a call must wait for a new token
+	issued  time.Time
 }
 
 var _ credentials.PerRPCCredentials = (*Credentials)(nil)
@@ -86,9 +63,6 @@ func New(cfg Config) (*Credentials, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
-	}
-	if cfg.Rand == nil {
-		cfg.Rand = rand.Float64
 	}
 	return &Credentials{cfg: cfg}, nil
 }
@@ -120,69 +94,22 @@ func (c *Credentials) GetRequestMetadata(ctx context.Context, _ ...string) (map[
 // token is never sent in the clear.
 func (c *Credentials) RequireTransportSecurity() bool { return true }
 
-// Token returns the node token. Past its renewal time (half its life
-// plus up to a fifth, drawn per token) a call starts a renewal in the
-// background and goes on with the token it has; only a call that finds no
-// token, or one with less than a tenth of its life left, waits for an
-// attestation. A node's calls (its demand in a burst among them) so never
-// wait for a renewal the broker is slow to answer while their token is
-// still good, and a fleet that joined within minutes spreads its
-// renewals over a fifth of a token's life.
+// Token returns a token with at least half its life left, attesting for a
+// new one otherwise.
 func (c *Credentials) Token(ctx context.Context) (string, error) {
 	c.mu.Lock()
-	tok, renewAt, due := c.token, c.renewAt, c.due
-	c.mu.Unlock()
+	defer c.mu.Unlock()
 	now := c.cfg.Now()
-	if tok != "" && now.Before(due) {
-		if !now.Before(renewAt) {
-			c.renewInBackground(ctx)
-		}
-		return tok, nil
+	if c.token != "" && now.Before(c.issued.Add(c.expires.Sub(c.issued)/2)) {
+		return c.token, nil
 	}
-	c.attesting.Lock()
-	defer c.attesting.Unlock()
-	c.mu.Lock()
-	tok, due = c.token, c.due
-	c.mu.Unlock()
-	if tok != "" && c.cfg.Now().Before(due) {
-		return tok, nil // another call attested while this one waited
-	}
-	tok, err := c.attestLocked(ctx)
-	if err != nil {
+	if err := c.attestLocked(ctx); err != nil {
 		// An error here fails the call that wanted the token; gRPC turns a
 		// plain error into Unavailable, so the broker link retries as it
 		// does for any unreachable broker. A refusal keeps its code.
 		return "", err
 	}
-	return tok, nil
-}
-
-// renewInBackground attests for a new token unless a renewal is already
-// running. A renewal that fails leaves the token as it is; a later call
-// tries again, at most once per tenth of the token's life.
-func (c *Credentials) renewInBackground(ctx context.Context) {
-	if !c.renewing.CompareAndSwap(false, true) {
-		return
-	}
-	go func() {
-		defer c.renewing.Store(false)
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), backgroundAttest)
-		defer cancel()
-		c.attesting.Lock()
-		defer c.attesting.Unlock()
-		c.mu.Lock()
-		fresh := c.token != "" && c.cfg.Now().Before(c.renewAt)
-		c.mu.Unlock()
-		if fresh {
-			return // a call attested while this one waited
-		}
-		if _, err := c.attestLocked(rctx); err != nil {
-			c.cfg.Logger.Warn("renewing the node token in the background; the current one is still good", "err", err)
-			c.mu.Lock()
-			c.renewAt = c.cfg.Now().Add(time.Duration(mustRenew * float64(c.expires.Sub(c.issued))))
-			c.mu.Unlock()
-		}
-	}()
+	return c.token, nil
 }
 
 // Invalidate drops the token, so the next call attests again.
@@ -192,27 +119,23 @@ func (c *Credentials) Invalidate() {
 	c.mu.Unlock()
 }
 
-// attestLocked attests for a new token and keeps it; c.attesting is held.
-func (c *Credentials) attestLocked(ctx context.Context) (string, error) {
-	c.mu.Lock()
-	client := c.client
-	c.mu.Unlock()
-	if client == nil {
-		return "", errors.New("attest: no AuthService client bound")
+func (c *Credentials) attestLocked(ctx context.Context) error {
+	if c.client == nil {
+		return errors.New("attest: no AuthService client bound")
 	}
 	if c.doc.Document == nil {
 		sd, err := identity.FetchSignedDocument(ctx, c.cfg.IMDS)
 		if err != nil {
-			return "", fmt.Errorf("attest: %w", err)
+			return fmt.Errorf("attest: %w", err)
 		}
 		c.doc = sd // static for the instance's life
 	}
-	ch, err := client.Challenge(ctx, &allotv1.ChallengeRequest{})
+	ch, err := c.client.Challenge(ctx, &allotv1.ChallengeRequest{})
 	if err != nil {
-		return "", fmt.Errorf("attest: challenge: %w", err)
+		return fmt.Errorf("attest: challenge: %w", err)
 	}
 	pub := c.cfg.Key.Public().(ed25519.PublicKey)
-	resp, err := client.Attest(ctx, &allotv1.AttestRequest{
+	resp, err := c.client.Attest(ctx, &allotv1.AttestRequest{
 		Document: c.doc.Document, Signature: c.doc.Signature, NodeKey: pub, Nonce: ch.GetNonce(),
 		NonceSignature: ed25519.Sign(c.cfg.Key, allotv1.AttestMessage(ch.GetNonce(), c.doc.Document)),
 	})
@@ -220,17 +143,11 @@ func (c *Credentials) attestLocked(ctx context.Context) (string, error) {
 		if s, ok := status.FromError(err); ok && (s.Code() == codes.PermissionDenied || s.Code() == codes.Unauthenticated) {
 			c.cfg.Logger.Error("the broker refused this node's attestation", "code", s.Code().String(), "reason", s.Message())
 		}
-		return "", fmt.Errorf("attest: %w", err)
+		return fmt.Errorf("attest: %w", err)
 	}
-	issued, expires := c.cfg.Now(), time.UnixMilli(resp.GetExpiresUnixMs())
-	life := float64(expires.Sub(issued))
-	c.mu.Lock()
-	c.token, c.issued, c.expires = resp.GetToken(), issued, expires
-	c.renewAt = issued.Add(time.Duration(life * (renewFrom + renewSpread*c.cfg.Rand())))
-	c.due = expires.Add(-time.Duration(life * mustRenew))
-	c.mu.Unlock()
-	c.cfg.Logger.Info("attested to the broker", "instance", resp.GetInstanceId(), "expires", expires)
-	return resp.GetToken(), nil
+	c.token, c.issued, c.expires = resp.GetToken(), c.cfg.Now(), time.UnixMilli(resp.GetExpiresUnixMs())
+	c.cfg.Logger.Info("attested to the broker", "instance", resp.GetInstanceId(), "expires", c.expires)
+	return nil
 }
 
 // UnaryClientInterceptor drops the token when the broker answers

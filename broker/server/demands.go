@@ -67,12 +67,9 @@ func (w *demandWriter) drain() {
 		}
 		w.mu.Unlock()
 		ds := make([]store.Demand, len(batch))
-		for i, q := range batch {
-			ds[i] = q.d
-		}
 		ctxs := make([]context.Context, len(batch))
 		for i, q := range batch {
-			ctxs[i] = q.ctx
+			ds[i], ctxs[i] = q.d, q.ctx
 		}
 		// One agent giving up does not cut off the others' write.
 		ctx, release := ctxjoin.WhileAny(context.Background(), ctxs)

@@ -270,13 +270,9 @@ func (s *Store) grantGroup(ttl time.Duration, gr *grant) {
 		gr.err = fmt.Errorf("grant liveness lease: %w", err)
 		return
 	}
+	// No group for ttl was made meanwhile: only a grant makes one, and
+	// there is one grant at a time for a TTL (s.live.granting).
 	gr.id = resp.ID
-	if g := s.live.groups[ttl]; g != nil {
-		// Cannot happen while grants are shared; keep the group there is.
-		gr.id = g.id
-		go func() { _, _ = s.cli.Revoke(context.Background(), resp.ID) }()
-		return
-	}
 	now := time.Now()
 	s.live.groups[ttl] = &liveGroup{id: resp.ID, renewed: now, acked: sent, swept: now, seen: map[string]time.Time{}}
 }

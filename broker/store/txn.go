@@ -110,8 +110,13 @@ func (v *view) put(key string, r record, opts ...clientv3.OpOption) error {
 	if err != nil {
 		return err
 	}
-	v.write(key, write{op: clientv3.OpPut(key, val, opts...), kv: &mvccpb.KeyValue{Key: []byte(key), Value: []byte(val)}})
+	v.putValue(key, val, opts...)
 	return nil
+}
+
+// putValue queues writing the encoded val at key.
+func (v *view) putValue(key, val string, opts ...clientv3.OpOption) {
+	v.write(key, write{op: clientv3.OpPut(key, val, opts...), kv: &mvccpb.KeyValue{Key: []byte(key), Value: []byte(val)}})
 }
 
 // putChanged queues writing r at key unless key already holds exactly the
@@ -126,7 +131,7 @@ func (v *view) putChanged(key string, r record) (bool, error) {
 	if kv := v.keys[key]; kv != nil && string(kv.Value) == val {
 		return false, nil
 	}
-	v.write(key, write{op: clientv3.OpPut(key, val), kv: &mvccpb.KeyValue{Key: []byte(key), Value: []byte(val)}})
+	v.putValue(key, val)
 	return true, nil
 }
 

@@ -63,6 +63,9 @@ func decode[P interface {
 	if got := dst.recordID(); got != wantID {
 		return fmt.Errorf("%w: key %s: record names id %q", rpcerr.ErrCorrupt, key, got)
 	}
+	if r, ok := any(dst).(internIDs); ok {
+		r.internIDs()
+	}
 	dst.setRev(modRev)
 	return nil
 }

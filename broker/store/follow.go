@@ -310,6 +310,11 @@ func (s *Store) decodeEvents(evs []*clientv3.Event, intents bool) ([]Change, err
 			continue
 		}
 		c := Change{Kind: RecordKind(kind), ID: id, Key: key, Deleted: ev.Type == mvccpb.DELETE}
+		if c.Kind != RecordIntent {
+			// The ID is a map key of the engine's view, shared with
+			// the IDs records name (intern); an intent's is its own.
+			c.ID = intern(id)
+		}
 		var err error
 		switch c.Kind {
 		case RecordSubnet:

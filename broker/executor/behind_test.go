@@ -53,9 +53,9 @@ func TestBehindViewIsWaitedFor(t *testing.T) {
 	e.view.behindSince = time.Now().Add(-behindRead - time.Second)
 	snap, err := e.current(ctx, ph)
 	must(err)
-	if e.stats.FullReads != 1 || snap.demands["i-1"].Pending != 7 {
+	if e.stats.FullReads != 1 || snap.demands.at("i-1").Pending != 7 {
 		t.Fatalf("behind for longer than %v: %d full reads, demand %+v; want one read that holds the write",
-			behindRead, e.stats.FullReads, snap.demands["i-1"])
+			behindRead, e.stats.FullReads, snap.demands.at("i-1"))
 	}
 	if _, err := e.current(ctx, ph); !errors.Is(err, errBehind) || e.stats.FullReads != 1 {
 		t.Fatalf("right after a full read, still behind: %v and %d full reads, want errBehind and 1", err, e.stats.FullReads)

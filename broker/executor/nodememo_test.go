@@ -29,18 +29,18 @@ func TestNodeMemo(t *testing.T) {
 			n.Mode = []string{"secondary-ip", "prefix"}[r.Intn(2)]
 			snap.nodes[i], snap.node[n.InstanceID] = n, n
 		case 1: // its ENIs change: a new list, as the view makes
-			l := slices.Clone(snap.byNode[n.InstanceID])
+			l := slices.Clone(snap.byNode.at(n.InstanceID))
 			k := r.Intn(len(l))
 			l[k].Addresses = append(slices.Clone(l[k].Addresses), fmt.Sprintf("10.9.%d.%d", step/250, step%250))
 			if r.Intn(3) == 0 {
 				l = append(l, store.ENI{ID: fmt.Sprintf("eni-new-%d", step), InstanceID: n.InstanceID, SubnetID: n.SubnetID,
 					DeviceIndex: 3, Status: store.ENIAttached})
 			}
-			snap.byNode[n.InstanceID] = l
+			snap.byNode.set(n.InstanceID, l)
 		case 2: // its demand changes
-			d := snap.demands[n.InstanceID]
+			d := snap.demands.at(n.InstanceID)
 			d.Pending, d.WarmShortfall = r.Intn(40), r.Intn(15)
-			snap.demands[n.InstanceID] = d
+			snap.demands.set(n.InstanceID, d)
 		case 3: // pod networks come or go
 			if len(snap.podnets) == 0 {
 				snap.podnets = []store.PodNetwork{{Name: "pods", SubnetIDs: []string{"subnet-1", "subnet-2"}}}
@@ -49,7 +49,7 @@ func TestNodeMemo(t *testing.T) {
 			}
 		}
 		for _, n := range snap.nodes {
-			d := snap.demands[n.InstanceID]
+			d := snap.demands.at(n.InstanceID)
 			want, whyWant := e.plannerNode(newRunState(func(error) {}), snap, n, d)
 			got, why := e.plannerNode(rs, snap, n, d)
 			if why != whyWant || !reflect.DeepEqual(got, want) {

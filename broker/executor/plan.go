@@ -174,7 +174,7 @@ func (e *Engine) carryOut(rs *runState, snap *snapshot, p planner.Plan, budgets 
 // for an Assign that names none, its ENI's.
 func actionSubnet(a planner.Action, snap *snapshot) string {
 	if a.SubnetID == "" {
-		return snap.enis[a.ENIID].SubnetID
+		return snap.enis.at(a.ENIID).SubnetID
 	}
 	return a.SubnetID
 }
@@ -191,7 +191,7 @@ func (e *Engine) plannable(rs *runState, snap *snapshot, free func(string) bool,
 	for _, i := range wanting {
 		n := snap.nodes[i]
 		id := n.InstanceID
-		d := snap.demands[id]
+		d := snap.demands.at(id)
 		if wait := e.gathering(rs, id, d, now, spare); wait > 0 {
 			wake = minPositive(wake, wait)
 			held.list = append(held.list, gatheringDemand{n: n, d: d, settles: wait})
@@ -223,7 +223,7 @@ func (e *Engine) wanting(rs *runState, snap *snapshot, free func(string) bool) (
 	var met []string
 	for i := range snap.nodes {
 		id := snap.nodes[i].InstanceID
-		d := snap.demands[id]
+		d := snap.demands.at(id)
 		if d.Pending+d.WarmShortfall <= 0 {
 			delete(rs.wanting, id)
 			met = append(met, id)
@@ -245,7 +245,7 @@ func (e *Engine) wanting(rs *runState, snap *snapshot, free func(string) bool) (
 func (e *Engine) queueActions(rs *runState, snap *snapshot, actions []planner.Action) {
 	for _, a := range actions {
 		n := snap.node[a.InstanceID]
-		tp := snap.demands[a.InstanceID].Trace
+		tp := snap.demands.at(a.InstanceID).Trace
 		switch a.Kind {
 		case planner.CreateAttach:
 			begun := rs.queue(a.SubnetID, a.Cost(), firstClass(a))
@@ -257,7 +257,7 @@ func (e *Engine) queueActions(rs *runState, snap *snapshot, actions []planner.Ac
 				return e.createAttach(ctx, rs, a, n, begun, later)
 			})
 		case planner.Assign:
-			eni := snap.enis[a.ENIID]
+			eni := snap.enis.at(a.ENIID)
 			a.SubnetID = actionSubnet(a, snap)
 			begun := rs.queue(a.SubnetID, a.Cost(), firstClass(a))
 			rs.scheduleFor(a.InstanceID, kindAssign, a.Urgent, tp, func(ctx context.Context) error {
@@ -328,7 +328,7 @@ func (e *Engine) plannerNodeKept(rs *runState, snap *snapshot, n store.Node, d s
 	if _, ok := snap.subnets[n.SubnetID]; !ok {
 		return planner.Node{}, fmt.Sprintf("subnet %s not yet known", n.SubnetID), false
 	}
-	enis := snap.byNode[n.InstanceID]
+	enis := snap.byNode.at(n.InstanceID)
 	keep := memoable(snap, n, lim)
 	pn, slots, ok := planner.Node{}, -1, false
 	if keep {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -46,7 +48,6 @@ func burstStateAt(nodes int, clk *ratelimittest.ManualClock) (*Engine, *snapshot
 	e := &Engine{cfg: cfg, log: cfg.Logger, unmet: newUnmetBook(cfg.Logger, cfg.StatusHold),
 		ec2: limitedEC2{lim: lim}, inst: instances.New(nil, nil, cfg.Interval), stats: newStats()}
 	s := newSnapshot()
-	s.demands = map[string]store.Demand{}
 	long := time.Now().Add(-time.Hour)
 	var enis []store.ENI
 	for i := range nodes {
@@ -67,7 +68,7 @@ func burstStateAt(nodes int, clk *ratelimittest.ManualClock) (*Engine, *snapshot
 			enis = append(enis, x)
 			known += 7
 		}
-		s.demands[id] = store.Demand{InstanceID: id, Pending: 30, WarmShortfall: 14, Known: known, HasKnown: true, UpdatedAt: long}
+		s.demands.set(id, store.Demand{InstanceID: id, Pending: 30, WarmShortfall: 14, Known: known, HasKnown: true, UpdatedAt: long})
 	}
 	for k := range 3 {
 		id := fmt.Sprintf("subnet-%d", k)
@@ -80,10 +81,26 @@ func burstStateAt(nodes int, clk *ratelimittest.ManualClock) (*Engine, *snapshot
 // BenchmarkPlanRound times one round's planning (Engine.plan) in the
 // middle of a burst, at 1,000 and 5,000 nodes: what a round costs that
 // grows with the cluster.
+//
+// In "/copies" every record holds its own copy of the IDs it names, as
+// records decoded from etcd did before the store shared them (store's
+// intern): a map then compares the ID it is asked for with its key byte by
+// byte instead of by pointer.
 func BenchmarkPlanRound(b *testing.B) {
-	for _, nodes := range []int{1000, 5000} {
-		b.Run(fmt.Sprint(nodes), func(b *testing.B) {
+	for _, c := range []struct {
+		nodes  int
+		copies bool
+	}{{1000, false}, {5000, false}, {5000, true}} {
+		name := fmt.Sprint(c.nodes)
+		if c.copies {
+			name += "/copies"
+		}
+		nodes := c.nodes
+		b.Run(name, func(b *testing.B) {
 			e, snap := burstState(nodes)
+			if c.copies {
+				copyIDs(snap)
+			}
 			free := func(string) bool { return true }
 			planned := 0
 			// What a round keeps for the next (the nodes' views) carries
@@ -147,4 +164,32 @@ func BenchmarkRoundWalk(b *testing.B) {
 			workers.Wait()
 		})
 	}
+}
+
+// copyIDs gives every record and map key of s its own copy of the IDs it
+// holds.
+func copyIDs(s *snapshot) {
+	for i := range s.nodes {
+		s.nodes[i].InstanceID = strings.Clone(s.nodes[i].InstanceID)
+		s.nodes[i].SubnetID = strings.Clone(s.nodes[i].SubnetID)
+		s.nodes[i].InstanceType = strings.Clone(s.nodes[i].InstanceType)
+	}
+	node := map[string]store.Node{}
+	for id, n := range s.node {
+		node[strings.Clone(id)] = n
+	}
+	demands := map[string]store.Demand{}
+	for id, d := range s.demands.all() {
+		d.InstanceID = strings.Clone(d.InstanceID)
+		demands[strings.Clone(id)] = d
+	}
+	byNode := map[string][]store.ENI{}
+	for id, l := range s.byNode.all() {
+		c := slices.Clone(l)
+		for k := range c {
+			c[k].ID, c[k].InstanceID, c[k].Status = strings.Clone(c[k].ID), strings.Clone(c[k].InstanceID), strings.Clone(c[k].Status)
+		}
+		byNode[strings.Clone(id)] = c
+	}
+	s.node, s.demands, s.byNode = node, shardsOf(demands), shardsOf(byNode)
 }

@@ -154,14 +154,18 @@ func (e *Engine) upkeep(ctx context.Context, rs *runState, snap *snapshot, free 
 		if held[id] {
 			continue
 		}
-		for _, x := range snap.byNode[id] {
+		enis := snap.byNode.at(id)
+		for k := range enis {
+			// By place, not by copy: this walks every ENI of the cluster
+			// in every round.
+			x := &enis[k]
 			switch {
 			case x.Status != store.ENICreated && x.Status != store.ENIDetached:
 			case x.Primary || snap.openENI[x.ID]:
 			case x.Status == store.ENICreated:
 				held[id] = true
 				if free(id) {
-					eni := x
+					eni := *x
 					rs.schedule(id, kindResumeAttach, false, func(ctx context.Context) error {
 						return e.resumeAttach(ctx, rs, eni)
 					})
@@ -169,7 +173,7 @@ func (e *Engine) upkeep(ctx context.Context, rs *runState, snap *snapshot, free 
 			case x.Status == store.ENIDetached:
 				held[id] = true
 				if free(id) {
-					eni, rel := x, ackedRelease(snap.releases[id], x.ID)
+					eni, rel := *x, ackedRelease(snap.releases[id], x.ID)
 					rs.schedule(id, kindDelete, false, func(ctx context.Context) error {
 						return e.deleteDetached(ctx, rs, eni, rel)
 					})
@@ -184,7 +188,7 @@ func (e *Engine) upkeep(ctx context.Context, rs *runState, snap *snapshot, free 
 			case r.State == store.ReleaseAcked:
 				held[id] = true
 				if free(id) {
-					rel, usage, eni := r, snap.usage[id], snap.enis[r.ENIID]
+					rel, usage, eni := r, snap.usage.at(id), snap.enis.at(r.ENIID)
 					rs.schedule(id, kindUnassign, false, func(ctx context.Context) error {
 						return e.carryOutRelease(ctx, rs, rel, eni, usage)
 					})

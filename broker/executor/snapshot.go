@@ -15,10 +15,10 @@ import (
 type snapshot struct {
 	nodes    []store.Node // sorted by instance ID
 	node     map[string]store.Node
-	demands  map[string]store.Demand
-	usage    map[string]store.Usage
-	enis     map[string]store.ENI   // by ENI ID
-	byNode   map[string][]store.ENI // by instance, sorted by device index
+	demands  *shards[store.Demand]
+	usage    *shards[store.Usage]
+	enis     *shards[store.ENI]   // by ENI ID
+	byNode   *shards[[]store.ENI] // by instance, sorted by device index
 	subnets  map[string]store.Subnet
 	podnets  []store.PodNetwork
 	open     map[string][]store.Intent // open intents by instance ("" for none)
@@ -36,8 +36,10 @@ type snapshot struct {
 func newSnapshot() *snapshot {
 	return &snapshot{
 		node:     map[string]store.Node{},
-		enis:     map[string]store.ENI{},
-		byNode:   map[string][]store.ENI{},
+		demands:  &shards[store.Demand]{},
+		usage:    &shards[store.Usage]{},
+		enis:     &shards[store.ENI]{},
+		byNode:   &shards[[]store.ENI]{},
 		subnets:  map[string]store.Subnet{},
 		open:     map[string][]store.Intent{},
 		openENI:  map[string]bool{},
@@ -67,7 +69,7 @@ func (e *Engine) load(ctx context.Context) (*snapshot, error) {
 			s.node[n.InstanceID] = n
 		}
 	}
-	s.demands, s.usage, s.podnets = p.Demands, p.Usage, p.PodNetworks
+	s.demands, s.usage, s.podnets = shardsOf(p.Demands), shardsOf(p.Usage), p.PodNetworks
 	enis, err := e.st.ListENIs(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list enis: %w", err)
@@ -88,17 +90,18 @@ func (e *Engine) load(ctx context.Context) (*snapshot, error) {
 // intents and the releases (by node, oldest first).
 // A node's ENIs of one device index (none attached yet) are in ID order.
 func (s *snapshot) fill(enis []store.ENI, open []store.Intent, rels []store.Release) {
-	s.enis = make(map[string]store.ENI, len(enis))
-	s.byNode = make(map[string][]store.ENI, len(s.nodes))
+	byNode := map[string][]store.ENI{}
+	s.enis = &shards[store.ENI]{}
 	for _, x := range enis {
-		s.enis[x.ID] = x
-		s.byNode[x.InstanceID] = append(s.byNode[x.InstanceID], x)
+		s.enis.set(x.ID, x)
+		byNode[x.InstanceID] = append(byNode[x.InstanceID], x)
 	}
-	for _, l := range s.byNode {
+	for _, l := range byNode {
 		slices.SortFunc(l, func(a, b store.ENI) int {
 			return cmp.Or(cmp.Compare(a.DeviceIndex, b.DeviceIndex), strings.Compare(a.ID, b.ID))
 		})
 	}
+	s.byNode = shardsOf(byNode)
 	for _, in := range open {
 		s.open[in.InstanceID] = append(s.open[in.InstanceID], in)
 		if in.ENIID != "" {
@@ -118,9 +121,10 @@ func (s *snapshot) fill(enis []store.ENI, open []store.Intent, rels []store.Rele
 
 // primary returns the node's primary ENI record, if recorded.
 func (s *snapshot) primary(instance string) (store.ENI, bool) {
-	for _, x := range s.byNode[instance] {
-		if x.Primary {
-			return x, true
+	l := s.byNode.at(instance)
+	for k := range l {
+		if l[k].Primary {
+			return l[k], true
 		}
 	}
 	return store.ENI{}, false

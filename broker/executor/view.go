@@ -22,9 +22,11 @@ import (
 // The view keeps the snapshot's indexes as changes arrive (each node's
 // ENIs in device order, its releases oldest first, the sorted node list)
 // and lends its maps to the snapshot instead of copying them: a map lent
-// to a snapshot is copied once, at the next change to it, so a round costs
-// the maps that changed since the last one, not the whole cluster, and a
-// snapshot never sees a later change.
+// to a snapshot is copied once, at the next change to it, so a snapshot
+// never sees a later change. The maps that change between every two
+// rounds of a burst (demands, usage, ENIs) are split in parts (cowShards)
+// and only a part that changed is copied, so a round costs the records
+// that changed since the last one, not the whole cluster.
 type view struct {
 	// live is false until the first full read and after a break in the
 	// watch (until the next full read).
@@ -34,11 +36,13 @@ type view struct {
 	// behind the engine's own latest write (zero while it keeps up).
 	behindSince time.Time
 
-	nodes    map[string]store.Node
-	demands  map[string]store.Demand
-	usage    map[string]store.Usage
+	nodes map[string]store.Node
+	// demands, usage and enis change between every two rounds of a
+	// burst; they are lent part by part (cowShards).
+	demands  *cowShards[store.Demand]
+	usage    *cowShards[store.Usage]
 	subnets  map[string]store.Subnet
-	enis     map[string]store.ENI
+	enis     *cowShards[store.ENI]
 	releases map[string]store.Release
 	podnets  map[string]store.PodNetwork
 	// intents are the open intents: the engine's own and every other
@@ -55,7 +59,7 @@ type view struct {
 	// byNode is each instance's ENIs sorted by device index, then ID;
 	// relsOf its releases oldest first. A slice is replaced, never
 	// changed, so a snapshot may hold it.
-	byNode map[string][]store.ENI
+	byNode *cowShards[[]store.ENI]
 	relsOf map[string][]store.Release
 	// sorted and registered are built again only after a node record or
 	// a set-aside record changed (nil until then).
@@ -66,7 +70,7 @@ type view struct {
 }
 
 // lentMaps says which of the view's maps a snapshot holds.
-type lentMaps struct{ nodes, demands, usage, subnets, enis, byNode, relsOf bool }
+type lentMaps struct{ nodes, subnets, relsOf bool }
 
 // planned are the kinds whose bad records set a node or subnet aside, as
 // ReadPlanning does (a pod network that does not decode is left out).
@@ -89,10 +93,10 @@ func (v *view) update(u store.FollowUpdate) {
 func (v *view) reset(r *store.Records) {
 	v.live, v.rev = true, r.Rev
 	v.nodes = byID(r.Nodes, func(n store.Node) string { return n.InstanceID })
-	v.demands = byID(r.Demands, func(d store.Demand) string { return d.InstanceID })
-	v.usage = byID(r.Usage, func(u store.Usage) string { return u.InstanceID })
+	v.demands = newCOWShards(byID(r.Demands, func(d store.Demand) string { return d.InstanceID }))
+	v.usage = newCOWShards(byID(r.Usage, func(u store.Usage) string { return u.InstanceID }))
 	v.subnets = byID(r.Subnets, func(sn store.Subnet) string { return sn.ID })
-	v.enis = byID(r.ENIs, func(x store.ENI) string { return x.ID })
+	v.enis = newCOWShards(byID(r.ENIs, func(x store.ENI) string { return x.ID }))
 	v.releases = byID(r.Releases, func(rel store.Release) string { return rel.ID })
 	v.podnets = byID(r.PodNetworks, func(pn store.PodNetwork) string { return pn.Name })
 	v.intents = byID(r.Intents, func(in store.Intent) string { return in.ID })
@@ -101,14 +105,14 @@ func (v *view) reset(r *store.Records) {
 	for _, q := range r.Quarantined {
 		v.setBad(store.RecordKind(q.Kind), q.ID, &q)
 	}
-	v.byNode, v.relsOf = map[string][]store.ENI{}, map[string][]store.Release{}
+	byNode := map[string][]store.ENI{}
 	for _, x := range r.ENIs {
-		v.byNode[x.InstanceID] = append(v.byNode[x.InstanceID], x)
+		byNode[x.InstanceID] = append(byNode[x.InstanceID], x)
 	}
-	for id, l := range v.byNode {
+	for _, l := range byNode {
 		slices.SortFunc(l, eniOrder)
-		v.byNode[id] = l
 	}
+	v.byNode, v.relsOf = newCOWShards(byNode), map[string][]store.Release{}
 	for _, rel := range r.Releases {
 		v.relsOf[rel.InstanceID] = append(v.relsOf[rel.InstanceID], rel)
 	}
@@ -175,11 +179,9 @@ func (v *view) apply(c store.Change) {
 		putOrDelete(v.nodes, c)
 		v.sorted, v.registered = nil, nil
 	case store.RecordDemand:
-		own(&v.demands, &v.lent.demands)
-		putOrDelete(v.demands, c)
+		putOrDeleteShard(v.demands, c)
 	case store.RecordUsage:
-		own(&v.usage, &v.lent.usage)
-		putOrDelete(v.usage, c)
+		putOrDeleteShard(v.usage, c)
 	case store.RecordSubnet:
 		own(&v.subnets, &v.lent.subnets)
 		putOrDelete(v.subnets, c)
@@ -224,18 +226,22 @@ func (v *view) prunable(olderThan time.Time) []store.Intent {
 
 // applyENI applies an ENI's change to the records and to its node's list.
 func (v *view) applyENI(c store.Change) {
-	own(&v.enis, &v.lent.enis)
-	own(&v.byNode, &v.lent.byNode)
-	old, had := v.enis[c.ID]
-	putOrDelete(v.enis, c)
-	cur, has := v.enis[c.ID]
+	old, had := v.enis.get(c.ID)
+	putOrDeleteShard(v.enis, c)
+	cur, has := v.enis.get(c.ID)
+	eniID := func(x store.ENI) string { return x.ID }
 	if had {
-		v.byNode[old.InstanceID] = replaced(v.byNode, old.InstanceID, c.ID, nil, eniOrder, func(x store.ENI) string { return x.ID })
+		l, _ := v.byNode.get(old.InstanceID)
+		if l = replacedIn(l, c.ID, nil, eniOrder, eniID); len(l) > 0 {
+			v.byNode.set(old.InstanceID, l)
+		} else {
+			v.byNode.del(old.InstanceID)
+		}
 	}
 	if has {
-		v.byNode[cur.InstanceID] = replaced(v.byNode, cur.InstanceID, c.ID, &cur, eniOrder, func(x store.ENI) string { return x.ID })
+		l, _ := v.byNode.get(cur.InstanceID)
+		v.byNode.set(cur.InstanceID, replacedIn(l, c.ID, &cur, eniOrder, eniID))
 	}
-	dropEmpty(v.byNode, old.InstanceID)
 }
 
 // applyRelease applies a release's change to the records and to its
@@ -258,7 +264,11 @@ func (v *view) applyRelease(c store.Change) {
 // record id, with rec added if not nil, in order. The old list is left as
 // it was, for the snapshots that hold it.
 func replaced[T any](idx map[string][]T, owner, id string, rec *T, order func(a, b T) int, idOf func(T) string) []T {
-	old := idx[owner]
+	return replacedIn(idx[owner], id, rec, order, idOf)
+}
+
+// replacedIn is replaced for the list old.
+func replacedIn[T any](old []T, id string, rec *T, order func(a, b T) int, idOf func(T) string) []T {
 	out := make([]T, 0, len(old)+1)
 	for _, x := range old {
 		if idOf(x) != id {
@@ -275,6 +285,14 @@ func replaced[T any](idx map[string][]T, owner, id string, rec *T, order func(a,
 func dropEmpty[T any](idx map[string][]T, owner string) {
 	if l, ok := idx[owner]; ok && len(l) == 0 {
 		delete(idx, owner)
+	}
+}
+
+func putOrDeleteShard[T any](m *cowShards[T], c store.Change) {
+	if r, ok := c.Record.(T); ok && !c.Deleted {
+		m.set(c.ID, r)
+	} else {
+		m.del(c.ID)
 	}
 }
 
@@ -323,8 +341,9 @@ func (v *view) snapshot(open []store.Intent) *snapshot {
 			s.node[n.InstanceID] = n
 		}
 	}
-	s.demands, s.usage, s.subnets, s.enis, s.byNode, s.releases = v.demands, v.usage, v.subnets, v.enis, v.byNode, v.relsOf
-	v.lent = lentMaps{nodes: true, demands: true, usage: true, subnets: true, enis: true, byNode: true, relsOf: true}
+	s.subnets, s.releases = v.subnets, v.relsOf
+	s.demands, s.usage, s.enis, s.byNode = v.demands.lend(), v.usage.lend(), v.enis.lend(), v.byNode.lend()
+	v.lent = lentMaps{nodes: true, subnets: true, relsOf: true}
 	for _, name := range sortedIDs(v.podnets) {
 		s.podnets = append(s.podnets, v.podnets[name])
 	}

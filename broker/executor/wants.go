@@ -77,7 +77,7 @@ func (w *wants) view(x want) planner.Node {
 		return w.built[x.built]
 	}
 	n := w.snap.nodes[x.i]
-	d := w.snap.demands[n.InstanceID]
+	d := w.snap.demands.at(n.InstanceID)
 	var pn planner.Node
 	if was := w.rs.nodes[n.InstanceID]; was != nil {
 		pn = was.pn
@@ -144,6 +144,6 @@ func (w *wants) take(k int, serves func(assign, create bool) bool, b *planner.Ba
 // demand is x's (Pending, WarmShortfall, InFlight), the demand part of its
 // view.
 func (w *wants) demand(x want) [3]int {
-	d := w.snap.demands[w.snap.nodes[x.i].InstanceID]
+	d := w.snap.demands.at(w.snap.nodes[x.i].InstanceID)
 	return [3]int{d.Pending, d.WarmShortfall, x.inFlight}
 }

@@ -22,7 +22,7 @@ import (
 func eagerWants(e *Engine, rs *runState, snap *snapshot, free func(string) bool, settled func(string) bool) ([]planner.Node, bool) {
 	var out []planner.Node
 	for _, n := range snap.nodes {
-		d := snap.demands[n.InstanceID]
+		d := snap.demands.at(n.InstanceID)
 		if d.Pending+d.WarmShortfall <= 0 || !free(n.InstanceID) || !settled(n.InstanceID) {
 			continue
 		}
@@ -76,7 +76,7 @@ func randomRound(r *rand.Rand, e *Engine, snap *snapshot, base []store.Node, bas
 	for k, n := range base {
 		id := n.InstanceID
 		n.Rev = snap.nodes[k].Rev
-		d := snap.demands[id]
+		d := snap.demands.at(id)
 		d.Pending, d.WarmShortfall = r.IntN(4)*r.IntN(20), r.IntN(3)*r.IntN(10)
 		d.HasKnown = r.IntN(5) > 0
 		d.UpdatedAt = now.Add(-time.Hour)
@@ -86,7 +86,7 @@ func randomRound(r *rand.Rand, e *Engine, snap *snapshot, base []store.Node, bas
 		if uniform {
 			d.Pending, d.WarmShortfall, d.HasKnown = 30, 14, true
 		}
-		snap.demands[id] = d
+		snap.demands.set(id, d)
 		switch r.IntN(12) {
 		case 1:
 			n.SubnetID = "subnet-unknown"
@@ -118,7 +118,7 @@ func TestWantsMatchEager(t *testing.T) {
 	base := slices.Clone(snap.nodes)
 	var baseENIs []store.ENI
 	for _, n := range base {
-		baseENIs = append(baseENIs, snap.byNode[n.InstanceID]...)
+		baseENIs = append(baseENIs, snap.byNode.at(n.InstanceID)...)
 	}
 	var choices, built, kept int
 	for round := range 200 {

@@ -2,6 +2,8 @@ package store
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -205,5 +207,55 @@ func TestPruneIntents(t *testing.T) {
 	all, err := s.ListIntents(ctx)
 	if err != nil || len(all) != 1 || all[0].ID != open.ID {
 		t.Fatalf("left %+v, %v; want only the open intent", all, err)
+	}
+}
+
+// TestOpenIntentsReadAPageAtATime checks the paged read of open intents:
+// every open one, none finished, oldest first, and as of the revision
+// asked for, across pages.
+func TestOpenIntentsReadAPageAtATime(t *testing.T) {
+	s := newBudgetStore(t, 1000)
+	ctx := ctxT(t)
+	was := intentPage
+	intentPage = 3
+	t.Cleanup(func() { intentPage = was })
+	var want []string
+	for i := range 10 {
+		in, err := s.BeginIntent(ctx, Intent{ID: fmt.Sprintf("int-%02d", 9-i), Kind: IntentCreate, InstanceID: "i-1", SubnetID: "subnet-1", Reserved: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%3 == 1 {
+			if err := s.FailIntent(ctx, in.ID, errors.New("test")); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want = append(want, in.ID)
+	}
+	ids := func(l []Intent) []string {
+		var out []string
+		for _, in := range l {
+			out = append(out, in.ID)
+		}
+		return out
+	}
+	open, err := s.ListOpenIntents(ctx)
+	if err != nil || !slices.Equal(ids(open), want) {
+		t.Fatalf("open intents %v, %v; want %v (oldest first, finished ones left out)", ids(open), err, want)
+	}
+	rec, err := s.ReadReconcile(ctx)
+	if err != nil || !slices.Equal(ids(rec.Open), want) {
+		t.Fatalf("reconciler's open intents %v, %v; want %v", ids(rec.Open), err, want)
+	}
+	if _, err := s.BeginIntent(ctx, Intent{ID: "int-late", Kind: IntentCreate, InstanceID: "i-1", SubnetID: "subnet-1", Reserved: 1}); err != nil {
+		t.Fatal(err)
+	}
+	then, _, err := s.openIntents(ctx, rec.Rev)
+	if err != nil || !slices.Equal(ids(then), want) {
+		t.Errorf("open intents as of revision %d: %v, %v; want %v", rec.Rev, ids(then), err, want)
+	}
+	if now, _ := s.ListOpenIntents(ctx); len(now) != len(want)+1 {
+		t.Errorf("open intents now: %v, want the late one too", ids(now))
 	}
 }

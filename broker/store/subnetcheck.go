@@ -156,7 +156,7 @@ type ReconcileRecords struct {
 // the read.
 func (s *Store) ReadReconcile(ctx context.Context) (ReconcileRecords, error) {
 	var r ReconcileRecords
-	dirs := []string{s.dir(kindENIs), s.dir(kindNodes), s.dir(kindSubnets), s.dir(kindIntents)}
+	dirs := []string{s.dir(kindENIs), s.dir(kindNodes), s.dir(kindSubnets)}
 	err := s.readView(ctx, nil, dirs, func(v *view) error {
 		r = ReconcileRecords{Rev: v.rev}
 		var err error
@@ -166,14 +166,15 @@ func (s *Store) ReadReconcile(ctx context.Context) (ReconcileRecords, error) {
 		if r.Nodes, err = list[*Node](v, kindNodes); err != nil {
 			return err
 		}
-		if r.Subnets, err = list[*Subnet](v, kindSubnets); err != nil {
-			return err
-		}
-		all, err := list[*Intent](v, kindIntents)
-		r.Open = openOldestFirst(all)
+		r.Subnets, err = list[*Subnet](v, kindSubnets)
 		return err
 	})
 	if err != nil {
+		return ReconcileRecords{}, err
+	}
+	// The intents as of the same revision, read apart a page at a time
+	// (openIntents).
+	if r.Open, _, err = s.openIntents(ctx, r.Rev); err != nil {
 		return ReconcileRecords{}, err
 	}
 	slices.SortFunc(r.ENIs, enisByID)

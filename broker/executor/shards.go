@@ -65,7 +65,7 @@ func (s *shards[T]) all() iter.Seq2[string, T] {
 	}
 }
 
-// set and del change a shards map no snapshot holds (built, not lent).
+// set changes a shards map no snapshot holds (built, not lent).
 func (s *shards[T]) set(id string, x T) {
 	k := shardOf(id)
 	if s.m[k] == nil {
@@ -73,8 +73,6 @@ func (s *shards[T]) set(id string, x T) {
 	}
 	s.m[k][id] = x
 }
-
-func (s *shards[T]) del(id string) { delete(s.m[shardOf(id)], id) }
 
 // cowShards is the view's shards map, lent to snapshots: lend gives a
 // snapshot the parts as they are, and a part lent is copied before it is

@@ -20,32 +20,12 @@ import (
 // room for a loaded machine's late DELs, which would make a release find an
 // address still cooling (upDownLateDel).
 func TestUpDown(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	rep, err := Run(ctx, Config{
-		Nodes: 10, PodsPerNode: 30, TimeScale: 20, Modes: []daemon.Mode{daemon.ModeSecondaryIP}, Shares: []float64{1},
-		Deadline: 30 * time.Minute, Seed: 11, UpDown: &UpDown{}, ReleaseAfter: upDownReleaseAfter,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rep.Results) != 1 {
-		t.Fatalf("%d results, want 1", len(rep.Results))
-	}
-	r := rep.Results[0]
-	checkCorrect(t, r)
-	u := r.UpDown
-	if u == nil {
-		t.Fatalf("no way-down figures: status %s, %s", r.Status, r.Error)
-	}
+	rep, r, u := upDownTest(t, Config{Nodes: 10, Seed: 11, UpDown: &UpDown{}, ReleaseAfter: upDownReleaseAfter})
 	var b strings.Builder
 	if err := rep.WriteTable(&b); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("\n%s\nway down: %+v", b.String(), *u)
-	for _, p := range u.Problems {
-		t.Error(p)
-	}
+	t.Logf("\n%s", b.String())
 	if u.PodsDeleted != r.Placed {
 		t.Errorf("%d pods deleted, want %d", u.PodsDeleted, r.Placed)
 	}
@@ -109,26 +89,7 @@ const upDownReleaseAfter = 4 * time.Minute
 // must say so (the calls cannot be held to the minimum then), the broker
 // must still free no address in use, and every pool must end at warm.
 func TestUpDownLateDel(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	rep, err := Run(ctx, Config{
-		Nodes: 3, PodsPerNode: 30, TimeScale: 20, Modes: []daemon.Mode{daemon.ModeSecondaryIP}, Shares: []float64{1},
-		Deadline: 30 * time.Minute, Seed: 17,
-		UpDown: &UpDown{lateLast: executor.DefaultReleaseAfter + 30*time.Second},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := rep.Results[0]
-	checkCorrect(t, r)
-	u := r.UpDown
-	if u == nil {
-		t.Fatalf("no way-down figures: status %s, %s", r.Status, r.Error)
-	}
-	t.Logf("way down: %+v", *u)
-	for _, p := range u.Problems {
-		t.Error(p)
-	}
+	_, r, u := upDownTest(t, Config{Nodes: 3, Seed: 17, UpDown: &UpDown{lateLast: executor.DefaultReleaseAfter + 30*time.Second}})
 	if u.LastDelSim < u.ReleaseAfterSim || u.CooledSim < u.LastDelSim+30 {
 		t.Errorf("last DEL returned %.1fs after the first, cooled %.1fs; want after the release wait %.0fs", u.LastDelSim, u.CooledSim, u.ReleaseAfterSim)
 	}
@@ -145,14 +106,33 @@ func TestUpDownLateDel(t *testing.T) {
 // theirs: none of theirs may be freed, and every pool must still end at its
 // warm targets.
 func TestUpDownSlowDown(t *testing.T) {
+	_, _, u := upDownTest(t, Config{Nodes: 6, Seed: 13, UpDown: &UpDown{DownWindow: 2 * executor.DefaultReleaseAfter}})
+	if u.InUseFreed != 0 || u.NotWarm != 0 {
+		t.Errorf("%d in-use addresses freed, %d nodes not back at warm", u.InUseFreed, u.NotWarm)
+	}
+	// Releases began while pods were still being deleted: the check saw
+	// live pods in reads after ReleaseAfter.
+	if u.Proposed == 0 || u.InUseChecks == 0 {
+		t.Errorf("%d releases proposed, %d in-use checks", u.Proposed, u.InUseChecks)
+	}
+}
+
+// upDownTest runs cfg's way down and up again with the up-down tests' size
+// (30 pods a node, secondary IPs, the whole of every bucket, time scale
+// 20), checks the burst's result and the way down's problems, and returns
+// the report, its one result and the way-down figures.
+func upDownTest(t *testing.T, cfg Config) (Report, Result, *UpDownFigures) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	rep, err := Run(ctx, Config{
-		Nodes: 6, PodsPerNode: 30, TimeScale: 20, Modes: []daemon.Mode{daemon.ModeSecondaryIP}, Shares: []float64{1},
-		Deadline: 30 * time.Minute, Seed: 13, UpDown: &UpDown{DownWindow: 2 * executor.DefaultReleaseAfter},
-	})
+	cfg.PodsPerNode, cfg.TimeScale, cfg.Deadline = 30, 20, 30*time.Minute
+	cfg.Modes, cfg.Shares = []daemon.Mode{daemon.ModeSecondaryIP}, []float64{1}
+	rep, err := Run(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(rep.Results) != 1 {
+		t.Fatalf("%d results, want 1", len(rep.Results))
 	}
 	r := rep.Results[0]
 	checkCorrect(t, r)
@@ -164,12 +144,5 @@ func TestUpDownSlowDown(t *testing.T) {
 	for _, p := range u.Problems {
 		t.Error(p)
 	}
-	if u.InUseFreed != 0 || u.NotWarm != 0 {
-		t.Errorf("%d in-use addresses freed, %d nodes not back at warm", u.InUseFreed, u.NotWarm)
-	}
-	// Releases began while pods were still being deleted: the check saw
-	// live pods in reads after ReleaseAfter.
-	if u.Proposed == 0 || u.InUseChecks == 0 {
-		t.Errorf("%d releases proposed, %d in-use checks", u.Proposed, u.InUseChecks)
-	}
+	return rep, r, u
 }

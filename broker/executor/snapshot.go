@@ -1,12 +1,10 @@
 package executor
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 
 	"github.com/allotnet/allot/broker/store"
 )
@@ -97,9 +95,7 @@ func (s *snapshot) fill(enis []store.ENI, open []store.Intent, rels []store.Rele
 		byNode[x.InstanceID] = append(byNode[x.InstanceID], x)
 	}
 	for _, l := range byNode {
-		slices.SortFunc(l, func(a, b store.ENI) int {
-			return cmp.Or(cmp.Compare(a.DeviceIndex, b.DeviceIndex), strings.Compare(a.ID, b.ID))
-		})
+		slices.SortFunc(l, eniOrder)
 	}
 	s.byNode = shardsOf(byNode)
 	for _, in := range open {

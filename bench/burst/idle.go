@@ -45,13 +45,6 @@ func roundFigures(res *Result, start, end executor.Stats) {
 	if len(end.RoundHist) == 0 {
 		return
 	}
-	hist := make([]int64, len(end.RoundHist))
-	for i := range hist {
-		hist[i] = end.RoundHist[i]
-		if i < len(start.RoundHist) {
-			hist[i] -= start.RoundHist[i]
-		}
-	}
 	res.Rounds = end.Rounds - start.Rounds
 	ms := func(d time.Duration) float64 {
 		if d < 0 {
@@ -59,8 +52,14 @@ func roundFigures(res *Result, start, end executor.Stats) {
 		}
 		return float64(d) / float64(time.Millisecond)
 	}
+	hist := histSince(start.RoundHist, end.RoundHist)
 	res.RoundP50 = ms(executor.RoundQuantile(hist, 0.5))
 	res.RoundP99 = ms(executor.RoundQuantile(hist, 0.99))
+	if cpu := histSince(start.RoundCPUHist, end.RoundCPUHist); end.RoundCPU > start.RoundCPU {
+		res.RoundCPUP50 = ms(executor.RoundQuantile(cpu, 0.5))
+		res.RoundCPUP99 = ms(executor.RoundQuantile(cpu, 0.99))
+		res.SlowRoundCPUMs = ms(end.SlowRoundCPU - start.SlowRoundCPU)
+	}
 	res.SlowRounds = end.SlowRounds - start.SlowRounds
 	res.SlowRoundMs = map[string]float64{}
 	for ph, d := range end.SlowRoundPhases {
@@ -68,4 +67,17 @@ func roundFigures(res *Result, start, end executor.Stats) {
 			res.SlowRoundMs[ph] = ms(d)
 		}
 	}
+}
+
+// histSince is the counts of histogram end less those of start, an
+// earlier reading of it.
+func histSince(start, end []int64) []int64 {
+	hist := make([]int64, len(end))
+	for i := range hist {
+		hist[i] = end[i]
+		if i < len(start) {
+			hist[i] -= start[i]
+		}
+	}
+	return hist
 }

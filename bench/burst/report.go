@@ -143,6 +143,13 @@ type Result struct {
 	// and SlowRoundMs the wall time they spent by phase.
 	SlowRounds  int64              `json:"slow_rounds,omitempty"`
 	SlowRoundMs map[string]float64 `json:"slow_round_ms,omitempty"`
+	// RoundCPUP50 and RoundCPUP99 are the same rounds' quantiles by the
+	// processor time each ran (executor.Stats.RoundCPU), and
+	// SlowRoundCPUMs the processor time of the slow ones: the rest of
+	// their wall time they waited, mostly for a core on this machine.
+	RoundCPUP50    float64 `json:"round_cpu_p50_ms,omitempty"`
+	RoundCPUP99    float64 `json:"round_cpu_p99_ms,omitempty"`
+	SlowRoundCPUMs float64 `json:"slow_round_cpu_ms,omitempty"`
 
 	// BrokerCPU is the broker process's CPU seconds during the burst and
 	// BrokerCPUTotal over its life (join and warm-up included);

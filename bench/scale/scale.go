@@ -61,16 +61,23 @@ func BurstConfig(nodes, podsPerNode int, scale float64, idle time.Duration) burs
 
 // Figures are one scale point's results, next to the targets.
 type Figures struct {
-	Nodes        int                `json:"nodes"`
-	Pods         int                `json:"pods"`
-	Placed       int                `json:"placed"`
-	TimeScale    float64            `json:"time_scale"`
-	Rounds       int64              `json:"rounds"`
-	RoundP50Ms   float64            `json:"round_p50_ms"`
-	RoundP99Ms   float64            `json:"round_p99_ms"`
-	SlowRounds   int64              `json:"slow_rounds"`
-	SlowRoundMs  map[string]float64 `json:"slow_round_ms,omitempty"`
-	BrokerRSSMiB float64            `json:"broker_rss_mib"`
+	Nodes       int                `json:"nodes"`
+	Pods        int                `json:"pods"`
+	Placed      int                `json:"placed"`
+	TimeScale   float64            `json:"time_scale"`
+	Rounds      int64              `json:"rounds"`
+	RoundP50Ms  float64            `json:"round_p50_ms"`
+	RoundP99Ms  float64            `json:"round_p99_ms"`
+	SlowRounds  int64              `json:"slow_rounds"`
+	SlowRoundMs map[string]float64 `json:"slow_round_ms,omitempty"`
+	// RoundCPUP50Ms and RoundCPUP99Ms are the rounds' quantiles by the
+	// processor time each ran, SlowRoundCPUMs that of the rounds over
+	// 50 ms (0: not read). The target is on the wall time; these say how
+	// much of it was the round's own work.
+	RoundCPUP50Ms  float64 `json:"round_cpu_p50_ms"`
+	RoundCPUP99Ms  float64 `json:"round_cpu_p99_ms"`
+	SlowRoundCPUMs float64 `json:"slow_round_cpu_ms"`
+	BrokerRSSMiB   float64 `json:"broker_rss_mib"`
 	// Etcd says where etcd ran: EtcdEmbedded (in the broker's process, as
 	// allot-broker runs it by default, so BrokerRSSMiB counts etcd's
 	// memory too) or EtcdApart (a process of its own, EtcdRSSMiB).
@@ -153,6 +160,7 @@ func FromResult(r burst.Result, t Targets, load string) Figures {
 		Nodes: r.Nodes, Pods: r.Pods, Placed: r.Placed, TimeScale: r.TimeScale,
 		Rounds: r.Rounds, RoundP50Ms: r.RoundP50, RoundP99Ms: r.RoundP99,
 		SlowRounds: r.SlowRounds, SlowRoundMs: r.SlowRoundMs,
+		RoundCPUP50Ms: r.RoundCPUP50, RoundCPUP99Ms: r.RoundCPUP99, SlowRoundCPUMs: r.SlowRoundCPUMs,
 		BrokerRSSMiB: mib(r.BrokerPeakRSS), BrokerCores: r.BrokerCores,
 		Etcd: EtcdEmbedded, BrokerMem: memMiB(r.BrokerMem),
 		CompletionSim: r.CompletionSim, FloorSim: r.LowerBoundSim, BurstRatio: r.Ratio,
@@ -197,7 +205,10 @@ func (f Figures) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "%-34s %12.1f %12.0f %s\n", "plan round p99 (ms, wall)", f.RoundP99Ms, f.Targets.RoundP99Ms, met("round_p99"))
 	fmt.Fprintf(w, "%-34s %12.1f %12s\n", "plan round p50 (ms, wall)", f.RoundP50Ms, "")
 	fmt.Fprintf(w, "%-34s %12d %12s\n", "plan rounds in the burst", f.Rounds, "")
+	fmt.Fprintf(w, "%-34s %12.1f %12s\n", "plan round p99 (ms, its CPU)", f.RoundCPUP99Ms, "")
+	fmt.Fprintf(w, "%-34s %12.1f %12s\n", "plan round p50 (ms, its CPU)", f.RoundCPUP50Ms, "")
 	fmt.Fprintf(w, "%-34s %12d %12s\n", "rounds over 50 ms", f.SlowRounds, "")
+	fmt.Fprintf(w, "%-34s %12.0f %12s\n", "  their CPU (ms, summed)", f.SlowRoundCPUMs, "")
 	fmt.Fprintf(w, "%-34s %12.1f %12.0f %s\n", "broker peak RSS (MiB, VmHWM)", f.BrokerRSSMiB, f.Targets.BrokerRSSMiB, met("broker_rss"))
 	f.writeMemory(w)
 	fmt.Fprintf(w, "%-34s %12.1f %12.0f %s\n", "idle etcd writes/s (store calls)", f.IdleWritesPerSec, f.Targets.IdleWritesPerSec, met("idle_writes"))

@@ -133,6 +133,11 @@ func TestBurst50Nodes(t *testing.T) {
 	if st.FullReads*10 > st.Rounds {
 		t.Errorf("%d of %d rounds read the whole state from etcd, want few", st.FullReads, st.Rounds)
 	}
+	// The engine's loop holds its thread, so its rounds' CPU time is read
+	// and is never more than their wall time.
+	if _, ok := executor.ThreadCPU(); ok && (st.RoundCPU <= 0 || st.RoundCPU > st.RoundTime) {
+		t.Errorf("rounds ran %v of CPU in %v of wall time", st.RoundCPU, st.RoundTime)
+	}
 	bound := lowerbound.LowerBound(minCalls, share, timeScale)
 	t.Logf("50 nodes satisfied in %v (x%d time scale; the bucket model's lower bound is %v): mutating calls %v; describes: types %d, subnets %d, ENIs %d; stats %+v",
 		took, timeScale, bound, minCalls, got["DescribeInstanceTypes"].Calls, got["DescribeSubnets"].Calls, got["DescribeNetworkInterfaces"].Calls, st)

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -254,6 +255,12 @@ func (e *Engine) Run(ctx context.Context) error {
 	if e.cfg.Cluster == "" || e.cfg.Store == nil || e.ec2 == nil {
 		return fmt.Errorf("executor: config needs Cluster, Store and EC2")
 	}
+	// The loop keeps its thread, so a round's CPU time can be read from
+	// the thread's clock (Stats.RoundCPU). It wakes a few times a second
+	// at most; each wake costs the scheduler a hand-over of a processor to
+	// this thread, microseconds.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	ctx, cancel := context.WithCancelCause(store.WithWriteMark(ctx, &e.written))
 	defer cancel(nil)
 	rs := newRunState(cancel)

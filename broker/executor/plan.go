@@ -187,11 +187,12 @@ func actionSubnet(a planner.Action, snap *snapshot) string {
 func (e *Engine) plannable(rs *runState, snap *snapshot, free func(string) bool, now time.Time, askChoice bool) (w *wants, held gatheringSet, wake time.Duration) {
 	wanting, waiting := e.wanting(rs, snap, free)
 	spare := e.tokensSpare(rs, waiting)
-	w = &wants{e: e, rs: rs, snap: snap, list: make([]want, 0, len(wanting))}
-	for _, i := range wanting {
+	w = &wants{e: e, rs: rs, snap: snap, list: rs.wantsBuf[:0]}
+	defer func() { rs.wantsBuf = w.list }()
+	for _, x := range wanting {
+		i, d := x.i, x.d
 		n := snap.nodes[i]
 		id := n.InstanceID
-		d := snap.demands.at(id)
 		if wait := e.gathering(rs, id, d, now, spare); wait > 0 {
 			wake = minPositive(wake, wait)
 			held.list = append(held.list, gatheringDemand{n: n, d: d, settles: wait})
@@ -215,12 +216,23 @@ func (e *Engine) plannable(rs *runState, snap *snapshot, free func(string) bool,
 	return w, held, wake
 }
 
-// wanting walks the nodes once: those that want addresses and are idle
-// (their places in snap.nodes), and how many of them have pods waiting. A
-// node that wants none has nothing unmet and gathers afresh when it next
-// does.
-func (e *Engine) wanting(rs *runState, snap *snapshot, free func(string) bool) (out []int, waiting int) {
+// wantingNode is a node that wants addresses: its place in snap.nodes and
+// its demand.
+type wantingNode struct {
+	i int
+	d store.Demand
+}
+
+// wanting walks the nodes once: those that want addresses and are idle,
+// with the demand the walk read for each, and how many of them have pods
+// waiting. A node that wants none has nothing unmet and gathers afresh
+// when it next does. The list is the run state's, reused by the next
+// round: at 5,000 nodes a round would otherwise look each demand up again,
+// a map lookup that misses the processor's caches, or allocate the list
+// anew.
+func (e *Engine) wanting(rs *runState, snap *snapshot, free func(string) bool) (out []wantingNode, waiting int) {
 	var met []string
+	out = rs.wantingBuf[:0]
 	for i := range snap.nodes {
 		id := snap.nodes[i].InstanceID
 		d := snap.demands.at(id)
@@ -235,8 +247,9 @@ func (e *Engine) wanting(rs *runState, snap *snapshot, free func(string) bool) (
 		if d.Pending > 0 {
 			waiting++
 		}
-		out = append(out, i)
+		out = append(out, wantingNode{i: i, d: d})
 	}
+	rs.wantingBuf = out
 	e.unmet.clear(met)
 	return out, waiting
 }

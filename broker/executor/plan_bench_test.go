@@ -103,16 +103,16 @@ func BenchmarkPlanRound(b *testing.B) {
 			}
 			free := func(string) bool { return true }
 			planned := 0
-			// What a round keeps for the next (the nodes' views) carries
-			// over; the actions queued do not, so every round finds the
-			// same room in the buckets.
-			memo := nodeMemo{}
+			// What a round keeps for the next (the nodes' views, the
+			// wanting nodes' list) carries over; the actions queued do
+			// not, so every round finds the same room in the buckets.
+			kept := newRunState(func(error) {})
 			b.ResetTimer()
 			for range b.N {
 				rs := newRunState(func(error) {})
-				rs.nodes = memo
+				rs.nodes, rs.wanting, rs.wantingBuf, rs.wantsBuf = kept.nodes, kept.wanting, kept.wantingBuf, kept.wantsBuf
 				e.plan(rs, snap, nil, free, e.cfg.Clock.Now())
-				planned = rs.q.items.Len()
+				planned, kept = rs.q.items.Len(), rs
 			}
 			b.ReportMetric(float64(planned), "actions/round")
 		})

@@ -35,7 +35,8 @@ func (e *Engine) proposeReleases(ctx context.Context, rs *runState, snap *snapsh
 		if !free(id) {
 			continue
 		}
-		if d := snap.demands.at(id); d.Pending > 0 || d.WarmShortfall > 0 {
+		d := snap.demands.at(id)
+		if d.Pending > 0 || d.WarmShortfall > 0 {
 			// A node that wants addresses has none to spare (surplus),
 			// and its surplus, if any comes, starts its wait afresh.
 			e.surplusSeen(rs, id, time.Time{})
@@ -55,7 +56,7 @@ func (e *Engine) proposeReleases(ctx context.Context, rs *runState, snap *snapsh
 		if mayPropose {
 			e.afterRelease(rs, id, snap.releases[id])
 		}
-		p := rs.surplusOf.surplus(*n, snap.byNode.at(id), snap.demands.at(id), u, e.cfg.ReleaseMargin)
+		p := rs.surplusOf.surplus(*n, snap.byNode.at(id), d, u, e.cfg.ReleaseMargin)
 		if p.Empty() {
 			e.surplusSeen(rs, id, time.Time{})
 			continue

@@ -23,7 +23,10 @@ const (
 // planned actions for idle nodes, and proposes releases.
 func (e *Engine) round(ctx context.Context, rs *runState) error {
 	ph := newRoundPhases()
-	defer func() { e.count(func(s *Stats) { s.observeRound(ph) }) }()
+	defer func() {
+		ph.end()
+		e.count(func(s *Stats) { s.observeRound(ph) })
+	}()
 	// A node busy when the read starts may change under the read; only
 	// nodes idle both before and after it are planned from it.
 	busyBefore := rs.busyNodes()

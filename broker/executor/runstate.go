@@ -45,6 +45,13 @@ type runState struct {
 	// wanting is when each node was first seen wanting addresses since it
 	// last wanted none (only the round goroutine touches it).
 	wanting map[string]time.Time
+	// wantingBuf is the list a round's walk of the wanting nodes fills
+	// (Engine.wanting), kept for the next round's (only the round
+	// goroutine touches it).
+	wantingBuf []wantingNode
+	// wantsBuf is the list of a round's plannable nodes (wants.list), kept
+	// for the next round's likewise.
+	wantsBuf []want
 	// wake is the timer that kicks a round when a gathered demand is due
 	// (only the round goroutine touches it); wakeAt is when it fires.
 	wake   *time.Timer

@@ -25,6 +25,14 @@ type Stats struct {
 	RoundPhases     map[string]time.Duration
 	SlowRounds      int64
 	SlowRoundPhases map[string]time.Duration
+	// RoundCPU is the processor time the rounds ran, RoundCPUHist counts
+	// them by it (RoundBounds' buckets), and SlowRoundCPU is that of the
+	// rounds longer than SlowRound. A round's wall time less its CPU time
+	// is what it waited: for a core, for etcd, for the view. Zero where
+	// the thread's CPU clock is not read (threadCPU).
+	RoundCPU     time.Duration
+	RoundCPUHist []int64
+	SlowRoundCPU time.Duration
 	// FullReads is how many rounds read the whole state from etcd because
 	// the followed view was not live or had not caught up in time.
 	FullReads int64
@@ -61,7 +69,7 @@ type Stats struct {
 func newStats() Stats {
 	return Stats{
 		Planned: map[string]int64{}, Started: map[string]int64{}, Done: map[string]int64{}, Failed: map[string]int64{},
-		RoundHist:   make([]int64, len(RoundBounds)+1),
+		RoundHist: make([]int64, len(RoundBounds)+1), RoundCPUHist: make([]int64, len(RoundBounds)+1),
 		RoundPhases: map[string]time.Duration{}, SlowRoundPhases: map[string]time.Duration{},
 	}
 }
@@ -97,11 +105,27 @@ var Phases = [numPhases]string{"catch-up", "read", "describe", "upkeep", "plan",
 type roundPhases struct {
 	began, last time.Time
 	took        [numPhases]time.Duration
+	// cpu is the thread's CPU clock at the start, and after end the
+	// round's CPU time; cpuKnown says it was read both times (threadCPU).
+	cpu      time.Duration
+	cpuKnown bool
 }
 
 func newRoundPhases() *roundPhases {
 	now := time.Now()
-	return &roundPhases{began: now, last: now}
+	p := &roundPhases{began: now, last: now}
+	p.cpu, p.cpuKnown = threadCPU()
+	return p
+}
+
+// end reads the CPU time the round ran; the round's goroutine calls it
+// on the thread it started on.
+func (p *roundPhases) end() {
+	if !p.cpuKnown {
+		return
+	}
+	now, ok := threadCPU()
+	p.cpu, p.cpuKnown = now-p.cpu, ok && now >= p.cpu
 }
 
 func (p *roundPhases) mark(phase int) {
@@ -132,6 +156,14 @@ func (s *Stats) observeRound(p *roundPhases) {
 	}
 	if d > SlowRound {
 		s.SlowRounds++
+	}
+	if p.cpuKnown {
+		s.RoundCPU += p.cpu
+		i, _ := slices.BinarySearch(RoundBounds, p.cpu)
+		s.RoundCPUHist[i]++
+		if d > SlowRound {
+			s.SlowRoundCPU += p.cpu
+		}
 	}
 }
 
@@ -169,7 +201,7 @@ func RoundQuantile(hist []int64, q float64) time.Duration {
 func (s Stats) clone() Stats {
 	c := s
 	c.Planned, c.Started, c.Done, c.Failed = copyMap(s.Planned), copyMap(s.Started), copyMap(s.Done), copyMap(s.Failed)
-	c.RoundHist = slices.Clone(s.RoundHist)
+	c.RoundHist, c.RoundCPUHist = slices.Clone(s.RoundHist), slices.Clone(s.RoundCPUHist)
 	c.RoundPhases, c.SlowRoundPhases = maps.Clone(s.RoundPhases), maps.Clone(s.SlowRoundPhases)
 	return c
 }
@@ -201,12 +233,10 @@ func (s Stats) Plus(o Stats) Stats {
 	c := s.clone()
 	c.Rounds += o.Rounds
 	c.RoundTime += o.RoundTime
-	if len(o.RoundHist) > len(c.RoundHist) {
-		c.RoundHist = append(c.RoundHist, make([]int64, len(o.RoundHist)-len(c.RoundHist))...)
-	}
-	for i, n := range o.RoundHist {
-		c.RoundHist[i] += n
-	}
+	c.RoundHist = addHist(c.RoundHist, o.RoundHist)
+	c.RoundCPU += o.RoundCPU
+	c.RoundCPUHist = addHist(c.RoundCPUHist, o.RoundCPUHist)
+	c.SlowRoundCPU += o.SlowRoundCPU
 	c.RoundPhases, c.SlowRoundPhases = addMap(c.RoundPhases, o.RoundPhases), addMap(c.SlowRoundPhases, o.SlowRoundPhases)
 	c.SlowRounds += o.SlowRounds
 	c.FullReads += o.FullReads
@@ -222,6 +252,17 @@ func (s Stats) Plus(o Stats) Stats {
 	c.Proposed += o.Proposed
 	c.Cancelled += o.Cancelled
 	return c
+}
+
+// addHist adds histogram b's counts into a (a copy), bucket by bucket.
+func addHist(a, b []int64) []int64 {
+	if len(b) > len(a) {
+		a = append(a, make([]int64, len(b)-len(a))...)
+	}
+	for i, n := range b {
+		a[i] += n
+	}
+	return a
 }
 
 // addMap adds b's counts into a (a copy, or a new map when a is nil).

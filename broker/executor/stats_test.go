@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"runtime"
 	"reflect"
 	"testing"
 	"time"
@@ -73,6 +74,48 @@ func TestSlowRoundPhases(t *testing.T) {
 	}
 }
 
+// TestRoundCPU checks that a round's CPU time is what it ran, not what it
+// waited: a round that sleeps 50 ms counts almost none, one that works
+// 30 ms counts no more than its wall time, and both count in the CPU
+// histogram; the slow one's CPU in SlowRoundCPU.
+func TestRoundCPU(t *testing.T) {
+	if _, ok := threadCPU(); !ok {
+		t.Skip("no thread CPU clock on this system")
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	s := newStats()
+	waited := newRoundPhases()
+	time.Sleep(50 * time.Millisecond)
+	waited.mark(phaseRead)
+	waited.end()
+	s.observeRound(waited)
+	worked := newRoundPhases()
+	x := 0
+	for time.Since(worked.began) < 30*time.Millisecond {
+		x++
+	}
+	worked.mark(phasePlan)
+	worked.end()
+	s.observeRound(worked)
+	if !waited.cpuKnown || waited.cpu > 10*time.Millisecond {
+		t.Errorf("a round asleep for 50ms ran %v of CPU (known %v), want almost none", waited.cpu, waited.cpuKnown)
+	}
+	if wall := worked.last.Sub(worked.began); !worked.cpuKnown || worked.cpu <= 0 || worked.cpu > wall+time.Millisecond {
+		t.Errorf("a round working for %v ran %v of CPU (known %v, %d loops)", wall, worked.cpu, worked.cpuKnown, x)
+	}
+	if s.RoundCPU != waited.cpu+worked.cpu || s.SlowRoundCPU != waited.cpu {
+		t.Errorf("RoundCPU %v, SlowRoundCPU %v; want %v and %v", s.RoundCPU, s.SlowRoundCPU, waited.cpu+worked.cpu, waited.cpu)
+	}
+	var n int64
+	for _, c := range s.RoundCPUHist {
+		n += c
+	}
+	if n != 2 {
+		t.Errorf("CPU histogram counts %d rounds, want 2", n)
+	}
+}
+
 // TestStatsPlus fills every counter of Stats with a distinct value (by
 // reflection, so a counter added later is covered too) and checks that a
 // sum counts each field of both sides, and that neither side changes.
@@ -136,3 +179,6 @@ func TestStatsPlus(t *testing.T) {
 		t.Errorf("Plus changed its operands")
 	}
 }
+
+// ThreadCPU is threadCPU, for the package's external tests.
+var ThreadCPU = threadCPU

@@ -36,8 +36,9 @@ type want struct {
 	i      int // place in snap.nodes
 	urgent int // addresses for waiting pods, net of those in flight
 	warm   int // with none waiting: the warm shortfall, net of those in flight
-	// inFlight is the node's addresses in flight as the walk found them.
-	inFlight int
+	// pending, shortfall and inFlight are the node's demand (Pending,
+	// WarmShortfall) and its addresses in flight as the walk found them.
+	pending, shortfall, inFlight int
 	// built is the node's place in wants.built (-1: its view is kept).
 	built int
 }
@@ -46,7 +47,7 @@ type want struct {
 // kept says the view is the one nodeMemo keeps, so it can be had again
 // without being built.
 func (w *wants) add(i int, pn planner.Node, kept, askChoice bool) {
-	x := want{i: i, inFlight: pn.InFlight, built: -1}
+	x := want{i: i, pending: pn.Pending, shortfall: pn.WarmShortfall, inFlight: pn.InFlight, built: -1}
 	in := max(pn.InFlight, 0)
 	x.urgent = max(pn.Pending-in, 0)
 	if x.urgent == 0 {
@@ -77,7 +78,6 @@ func (w *wants) view(x want) planner.Node {
 		return w.built[x.built]
 	}
 	n := w.snap.nodes[x.i]
-	d := w.snap.demands.at(n.InstanceID)
 	var pn planner.Node
 	if was := w.rs.nodes[n.InstanceID]; was != nil {
 		pn = was.pn
@@ -85,9 +85,9 @@ func (w *wants) view(x want) planner.Node {
 		// Not reached: the walk kept the view this round, and a round
 		// drops nothing from the memo. Build it again rather than plan
 		// from nothing.
-		pn, _, _ = w.e.plannerNodeKept(w.rs, w.snap, n, d)
+		pn, _, _ = w.e.plannerNodeKept(w.rs, w.snap, n, w.snap.demands.at(n.InstanceID))
 	}
-	pn.Pending, pn.WarmShortfall, pn.InFlight = d.Pending, d.WarmShortfall, x.inFlight
+	pn.Pending, pn.WarmShortfall, pn.InFlight = x.pending, x.shortfall, x.inFlight
 	return pn
 }
 
@@ -144,6 +144,5 @@ func (w *wants) take(k int, serves func(assign, create bool) bool, b *planner.Ba
 // demand is x's (Pending, WarmShortfall, InFlight), the demand part of its
 // view.
 func (w *wants) demand(x want) [3]int {
-	d := w.snap.demands.at(w.snap.nodes[x.i].InstanceID)
-	return [3]int{d.Pending, d.WarmShortfall, x.inFlight}
+	return [3]int{x.pending, x.shortfall, x.inFlight}
 }

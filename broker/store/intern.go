@@ -90,6 +90,7 @@ func (r *Node) internIDs() {
 	r.InstanceID, r.SubnetID, r.PrimaryENIID = intern(r.InstanceID), intern(r.SubnetID), intern(r.PrimaryENIID)
 	// The key of the broker's table of instance types' limits.
 	r.InstanceType = intern(r.InstanceType)
+	r.Mode = canon(r.Mode, ModePrefix, ModeSecondaryIP)
 }
 
 func (r *Demand) internIDs() { r.InstanceID = intern(r.InstanceID) }

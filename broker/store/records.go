@@ -89,7 +89,7 @@ type Node struct {
 	// Tags are the instance's tags as EC2 reported them at registration;
 	// pod network selectors match on them.
 	Tags map[string]string `json:"tags,omitempty"`
-	// Mode is "secondary-ip" or "prefix".
+	// Mode is ModeSecondaryIP or ModePrefix.
 	Mode string `json:"mode"`
 	// MaxENIs is the instance type's limit, capped by the agent's setting.
 	MaxENIs    int `json:"max_enis"`
@@ -103,9 +103,28 @@ type Node struct {
 	Rev              int64     `json:"-"`
 }
 
+// The node's address modes, as agents state them.
+const (
+	ModeSecondaryIP = "secondary-ip"
+	ModePrefix      = "prefix"
+)
+
 // PrefixMode reports whether the node's pods get addresses from /28
-// prefixes ("prefix"); anything else is secondary IPs.
-func (n Node) PrefixMode() bool { return strings.EqualFold(n.Mode, "prefix") }
+// prefixes (ModePrefix, in any case); anything else is secondary IPs.
+//
+// A round asks it of every node. Decoded records hold the constants
+// themselves (canon), so for them it compares lengths and pointers and
+// never reads the mode's bytes, which a record decoded alone keeps
+// wherever its decode put them.
+func (n Node) PrefixMode() bool {
+	switch n.Mode {
+	case ModePrefix:
+		return true
+	case ModeSecondaryIP:
+		return false
+	}
+	return strings.EqualFold(n.Mode, ModePrefix)
+}
 
 // Demand is a node's latest stated demand. Kept apart from Node so the hot
 // demand updates don't conflict with registration.

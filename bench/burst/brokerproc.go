@@ -62,6 +62,9 @@ type BrokerConfig struct {
 	// CPUProfile, if set, is where the child writes a pprof CPU profile of
 	// the broker when it stops.
 	CPUProfile string
+	// RoundCPU reads each planning round's CPU time
+	// (executor.Config.RoundCPU), at a cost to the rounds' wall time.
+	RoundCPU bool
 	// PKIDir holds the broker's certificate and awssim's identity
 	// certificate (writePKI); the broker serves TLS and requires
 	// attestation. Empty serves plaintext to anyone (tests of the harness
@@ -86,6 +89,7 @@ func (c *BrokerConfig) Flags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.Fsync, "etcd-fsync", c.Fsync, "fsync etcd's WAL (production behaviour)")
 	fs.BoolVar(&c.Reconciler, "reconciler", c.Reconciler, "run the reconciler on the leader")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", c.CPUProfile, "write a CPU profile here on exit")
+	fs.BoolVar(&c.RoundCPU, "round-cpu", c.RoundCPU, "read each planning round's CPU time (the engine keeps one thread; costs the rounds wall time)")
 	fs.StringVar(&c.PKIDir, "pki-dir", c.PKIDir, "directory with the broker's certificate and awssim's identity certificate (TLS and attestation on)")
 	fs.IntVar(&c.MaxAgentCalls, "max-agent-calls", c.MaxAgentCalls, "the agents' calls that read or write etcd the broker runs at once (0: its default; negative: no bound)")
 }
@@ -101,6 +105,7 @@ func (c BrokerConfig) Args() []string {
 		"--etcd-fsync=" + strconv.FormatBool(c.Fsync),
 		"--reconciler=" + strconv.FormatBool(c.Reconciler),
 		"--cpuprofile", c.CPUProfile,
+		"--round-cpu=" + strconv.FormatBool(c.RoundCPU),
 		"--pki-dir", c.PKIDir,
 		"--max-agent-calls", strconv.Itoa(c.MaxAgentCalls),
 	}
@@ -200,7 +205,7 @@ func StartBroker(ctx context.Context, cfg BrokerConfig) (*Broker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bench broker: %w", err)
 	}
-	engine := executor.Config{ReleaseAfter: cfg.ReleaseAfter}
+	engine := executor.Config{ReleaseAfter: cfg.ReleaseAfter, RoundCPU: cfg.RoundCPU}
 	if cfg.PlanPolicy != "" {
 		if engine.PlanPolicy, err = planner.ParsePolicy(cfg.PlanPolicy); err != nil {
 			return nil, fmt.Errorf("bench broker: %w", err)

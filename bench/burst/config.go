@@ -119,6 +119,10 @@ type Config struct {
 	// BrokerCPUProfile, with Spawn, makes each variant's broker write a
 	// pprof CPU profile to this path plus the variant's index.
 	BrokerCPUProfile string
+	// BrokerRoundCPU makes each variant's broker read its planning rounds'
+	// CPU time (executor.Config.RoundCPU), which the reports then give
+	// beside the rounds' wall time; it costs the rounds wall time.
+	BrokerRoundCPU bool
 	// ChildStderr receives the children's logs (nil: discarded).
 	ChildStderr io.Writer
 	// Progress receives a line every few seconds while a burst runs (nil:

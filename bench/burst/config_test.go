@@ -148,7 +148,7 @@ func TestAblation(t *testing.T) {
 func TestBrokerArgsRoundTrip(t *testing.T) {
 	want := BrokerConfig{DataDir: "/d", EtcdEndpoint: "e:1", EC2Endpoint: "http://c", Share: 0.5, TimeScale: 5,
 		PlanPolicy: "fewest-calls", ReleaseAfter: time.Minute, Fsync: true, Reconciler: true,
-		CPUProfile: "/p", PKIDir: "/k", MaxAgentCalls: 256}
+		CPUProfile: "/p", RoundCPU: true, PKIDir: "/k", MaxAgentCalls: 256}
 	var got BrokerConfig
 	fs := newFlagSet("broker")
 	got.Flags(fs)

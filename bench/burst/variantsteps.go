@@ -149,7 +149,7 @@ func (r *variantRun) startAllot(ctx context.Context) error {
 	}
 	r.broker, err = startBrokerHandle(ctx, cfg, BrokerConfig{
 		DataDir: etcdDir, EtcdEndpoint: etcdEndpoint, EC2Endpoint: r.cloud.ec2, Share: v.brokerShare() * cfg.accountScale(), TimeScale: cfg.TimeScale, PlanPolicy: cmp.Or(v.Policy, cfg.PlanPolicy),
-		Fsync: cfg.EtcdFsync, Reconciler: true, CPUProfile: profilePath(cfg.BrokerCPUProfile, v),
+		Fsync: cfg.EtcdFsync, Reconciler: true, CPUProfile: profilePath(cfg.BrokerCPUProfile, v), RoundCPU: cfg.BrokerRoundCPU,
 		PKIDir: pkiDir, ReleaseAfter: cfg.ReleaseAfter, MaxAgentCalls: cfg.MaxAgentCalls,
 	})
 	if err != nil {

@@ -205,10 +205,16 @@ func (f Figures) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "%-34s %12.1f %12.0f %s\n", "plan round p99 (ms, wall)", f.RoundP99Ms, f.Targets.RoundP99Ms, met("round_p99"))
 	fmt.Fprintf(w, "%-34s %12.1f %12s\n", "plan round p50 (ms, wall)", f.RoundP50Ms, "")
 	fmt.Fprintf(w, "%-34s %12d %12s\n", "plan rounds in the burst", f.Rounds, "")
-	fmt.Fprintf(w, "%-34s %12.1f %12s\n", "plan round p99 (ms, its CPU)", f.RoundCPUP99Ms, "")
-	fmt.Fprintf(w, "%-34s %12.1f %12s\n", "plan round p50 (ms, its CPU)", f.RoundCPUP50Ms, "")
+	if f.RoundCPUP99Ms != 0 {
+		fmt.Fprintf(w, "%-34s %12.1f %12s\n", "plan round p99 (ms, its CPU)", f.RoundCPUP99Ms, "")
+		fmt.Fprintf(w, "%-34s %12.1f %12s\n", "plan round p50 (ms, its CPU)", f.RoundCPUP50Ms, "")
+	} else {
+		fmt.Fprintf(w, "%-34s %12s %12s\n", "plan round CPU", "not read", "(--round-cpu)")
+	}
 	fmt.Fprintf(w, "%-34s %12d %12s\n", "rounds over 50 ms", f.SlowRounds, "")
-	fmt.Fprintf(w, "%-34s %12.0f %12s\n", "  their CPU (ms, summed)", f.SlowRoundCPUMs, "")
+	if f.SlowRoundCPUMs != 0 {
+		fmt.Fprintf(w, "%-34s %12.0f %12s\n", "  their CPU (ms, summed)", f.SlowRoundCPUMs, "")
+	}
 	fmt.Fprintf(w, "%-34s %12.1f %12.0f %s\n", "broker peak RSS (MiB, VmHWM)", f.BrokerRSSMiB, f.Targets.BrokerRSSMiB, met("broker_rss"))
 	f.writeMemory(w)
 	fmt.Fprintf(w, "%-34s %12.1f %12.0f %s\n", "idle etcd writes/s (store calls)", f.IdleWritesPerSec, f.Targets.IdleWritesPerSec, met("idle_writes"))

@@ -42,7 +42,7 @@ func TestBehindViewIsWaitedFor(t *testing.T) {
 	// The watch delivers nothing more: the engine's next write stays unseen.
 	e.updates = make(chan store.FollowUpdate)
 	must(st.PutDemand(ctx, store.Demand{InstanceID: "i-1", Pending: 7}))
-	ph := newRoundPhases()
+	ph := newRoundPhases(false)
 	if _, err := e.current(ctx, ph); !errors.Is(err, errBehind) {
 		t.Fatalf("a live view behind the engine's write: %v, want errBehind", err)
 	}

@@ -64,6 +64,16 @@ type Config struct {
 	// be met either way, calls or time (planner.Policy). Default
 	// planner.TimeOptimal.
 	PlanPolicy planner.Policy
+	// RoundCPU reads the processor time each round runs (Stats.RoundCPU,
+	// RoundCPUHist, SlowRoundCPU): the engine's loop keeps one thread for
+	// its life, and the thread's CPU clock is read around every round. It
+	// is a diagnostic, off by default, because it costs the rounds wall
+	// time on a busy machine: every time the loop is preempted or wakes,
+	// the scheduler must hand a processor to that one thread and wait for
+	// the kernel to run it. In the 5,000-node runs on two cores the
+	// rounds' median went from 25 to 32–40 ms with it (docs/benchmarks.md,
+	// Run 16).
+	RoundCPU bool
 	// FailureBackoff is how long a node is left alone after one of its
 	// actions failed; it doubles per consecutive failure up to 16x.
 	// Default 2s.
@@ -255,12 +265,10 @@ func (e *Engine) Run(ctx context.Context) error {
 	if e.cfg.Cluster == "" || e.cfg.Store == nil || e.ec2 == nil {
 		return fmt.Errorf("executor: config needs Cluster, Store and EC2")
 	}
-	// The loop keeps its thread, so a round's CPU time can be read from
-	// the thread's clock (Stats.RoundCPU). It wakes a few times a second
-	// at most; each wake costs the scheduler a hand-over of a processor to
-	// this thread, microseconds.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
+	if e.cfg.RoundCPU {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+	}
 	ctx, cancel := context.WithCancelCause(store.WithWriteMark(ctx, &e.written))
 	defer cancel(nil)
 	rs := newRunState(cancel)

@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/allotnet/allot/broker/instances"
@@ -22,7 +23,7 @@ const (
 // round reads etcd, fills in what it lacks from EC2, queues upkeep and
 // planned actions for idle nodes, and proposes releases.
 func (e *Engine) round(ctx context.Context, rs *runState) error {
-	ph := newRoundPhases()
+	ph := newRoundPhases(e.cfg.RoundCPU)
 	defer func() {
 		ph.end()
 		e.count(func(s *Stats) { s.observeRound(ph) })
@@ -152,15 +153,12 @@ func (e *Engine) upkeep(ctx context.Context, rs *runState, snap *snapshot, free 
 			return e.resolveIntents(ctx, rs, stale)
 		})
 	}
-	for _, n := range snap.nodes {
-		id := n.InstanceID
+	for _, id := range upkeepNodes(snap) {
 		if held[id] {
 			continue
 		}
 		enis := snap.byNode.at(id)
 		for k := range enis {
-			// By place, not by copy: this walks every ENI of the cluster
-			// in every round.
 			x := &enis[k]
 			switch {
 			case x.Status != store.ENICreated && x.Status != store.ENIDetached:
@@ -208,4 +206,26 @@ func (e *Engine) upkeep(ctx context.Context, rs *runState, snap *snapshot, free 
 		}
 	}
 	return held
+}
+
+// upkeepNodes returns the sound nodes with an ENI upkeep has work for or
+// a release, in snap.nodes' order (by instance ID). The rest have nothing
+// for upkeep, and at 5,000 nodes walking every one's ENIs in every round,
+// 25,000 records that mostly miss the processor's caches, was a sixth of
+// a round's CPU.
+func upkeepNodes(snap *snapshot) []string {
+	ids := make([]string, 0, len(snap.unsettled)+len(snap.releases))
+	for id := range snap.unsettled {
+		ids = append(ids, id)
+	}
+	for id := range snap.releases {
+		if snap.unsettled[id] == 0 {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return slices.DeleteFunc(ids, func(id string) bool {
+		_, sound := snap.node[id]
+		return !sound
+	})
 }

@@ -22,6 +22,9 @@ type snapshot struct {
 	open     map[string][]store.Intent // open intents by instance ("" for none)
 	openENI  map[string]bool           // ENI IDs that an open intent names
 	releases map[string][]store.Release
+	// unsettled counts, by instance, the ENIs upkeep has work for
+	// (unsettledENI), so that it need not walk every ENI of the cluster.
+	unsettled map[string]int
 	// quarantined holds the nodes (by instance) and subnets (by id) with a
 	// record that does not decode: they are left out of nodes and subnets,
 	// so one bad record stops planning for its node or subnet only.
@@ -33,15 +36,16 @@ type snapshot struct {
 
 func newSnapshot() *snapshot {
 	return &snapshot{
-		node:     map[string]store.Node{},
-		demands:  &shards[store.Demand]{},
-		usage:    &shards[store.Usage]{},
-		enis:     &shards[store.ENI]{},
-		byNode:   &shards[[]store.ENI]{},
-		subnets:  map[string]store.Subnet{},
-		open:     map[string][]store.Intent{},
-		openENI:  map[string]bool{},
-		releases: map[string][]store.Release{},
+		node:      map[string]store.Node{},
+		demands:   &shards[store.Demand]{},
+		usage:     &shards[store.Usage]{},
+		enis:      &shards[store.ENI]{},
+		byNode:    &shards[[]store.ENI]{},
+		subnets:   map[string]store.Subnet{},
+		open:      map[string][]store.Intent{},
+		openENI:   map[string]bool{},
+		releases:  map[string][]store.Release{},
+		unsettled: map[string]int{},
 	}
 }
 
@@ -98,6 +102,7 @@ func (s *snapshot) fill(enis []store.ENI, open []store.Intent, rels []store.Rele
 		slices.SortFunc(l, eniOrder)
 	}
 	s.byNode = shardsOf(byNode)
+	s.unsettled = unsettledOf(enis)
 	for _, in := range open {
 		s.open[in.InstanceID] = append(s.open[in.InstanceID], in)
 		if in.ENIID != "" {
@@ -124,4 +129,29 @@ func (s *snapshot) primary(instance string) (store.ENI, bool) {
 		}
 	}
 	return store.ENI{}, false
+}
+
+// unsettledENI reports whether upkeep has work for ENI x: created but not
+// attached (the attach is resumed), or detached but not deleted (it is
+// deleted). A primary ENI never is.
+func unsettledENI(x *store.ENI) bool {
+	return !x.Primary && (x.Status == store.ENICreated || x.Status == store.ENIDetached)
+}
+
+// unsettledOf counts the unsettled ENIs of enis by instance.
+func unsettledOf(enis []store.ENI) map[string]int {
+	m := map[string]int{}
+	for k := range enis {
+		if unsettledENI(&enis[k]) {
+			m[enis[k].InstanceID]++
+		}
+	}
+	return m
+}
+
+// countIn adds d to m[id], and forgets id at 0.
+func countIn(m map[string]int, id string, d int) {
+	if m[id] += d; m[id] <= 0 {
+		delete(m, id)
+	}
 }

@@ -28,8 +28,9 @@ type Stats struct {
 	// RoundCPU is the processor time the rounds ran, RoundCPUHist counts
 	// them by it (RoundBounds' buckets), and SlowRoundCPU is that of the
 	// rounds longer than SlowRound. A round's wall time less its CPU time
-	// is what it waited: for a core, for etcd, for the view. Zero where
-	// the thread's CPU clock is not read (threadCPU).
+	// is what it waited: for a core, for etcd, for the view. Zero unless
+	// Config.RoundCPU is set, and where the thread's CPU clock is not read
+	// (threadCPU).
 	RoundCPU     time.Duration
 	RoundCPUHist []int64
 	SlowRoundCPU time.Duration
@@ -111,10 +112,14 @@ type roundPhases struct {
 	cpuKnown bool
 }
 
-func newRoundPhases() *roundPhases {
+// newRoundPhases starts timing a round, and reading its CPU time if cpu
+// is set (Config.RoundCPU: the caller keeps its thread).
+func newRoundPhases(cpu bool) *roundPhases {
 	now := time.Now()
 	p := &roundPhases{began: now, last: now}
-	p.cpu, p.cpuKnown = threadCPU()
+	if cpu {
+		p.cpu, p.cpuKnown = threadCPU()
+	}
 	return p
 }
 

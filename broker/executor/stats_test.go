@@ -1,8 +1,8 @@
 package executor
 
 import (
-	"runtime"
 	"reflect"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -85,12 +85,12 @@ func TestRoundCPU(t *testing.T) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	s := newStats()
-	waited := newRoundPhases()
+	waited := newRoundPhases(true)
 	time.Sleep(50 * time.Millisecond)
 	waited.mark(phaseRead)
 	waited.end()
 	s.observeRound(waited)
-	worked := newRoundPhases()
+	worked := newRoundPhases(true)
 	x := 0
 	for time.Since(worked.began) < 30*time.Millisecond {
 		x++
@@ -180,5 +180,3 @@ func TestStatsPlus(t *testing.T) {
 	}
 }
 
-// ThreadCPU is threadCPU, for the package's external tests.
-var ThreadCPU = threadCPU

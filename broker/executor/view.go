@@ -61,6 +61,9 @@ type view struct {
 	// changed, so a snapshot may hold it.
 	byNode *cowShards[[]store.ENI]
 	relsOf map[string][]store.Release
+	// unsettled counts each instance's ENIs that upkeep has work for
+	// (unsettledENI).
+	unsettled map[string]int
 	// sorted and registered are built again only after a node record or
 	// a set-aside record changed (nil until then).
 	sorted     []store.Node
@@ -70,7 +73,7 @@ type view struct {
 }
 
 // lentMaps says which of the view's maps a snapshot holds.
-type lentMaps struct{ nodes, subnets, relsOf bool }
+type lentMaps struct{ nodes, subnets, relsOf, unsettled bool }
 
 // planned are the kinds whose bad records set a node or subnet aside, as
 // ReadPlanning does (a pod network that does not decode is left out).
@@ -113,6 +116,7 @@ func (v *view) reset(r *store.Records) {
 		slices.SortFunc(l, eniOrder)
 	}
 	v.byNode, v.relsOf = newCOWShards(byNode), map[string][]store.Release{}
+	v.unsettled = unsettledOf(r.ENIs)
 	for _, rel := range r.Releases {
 		v.relsOf[rel.InstanceID] = append(v.relsOf[rel.InstanceID], rel)
 	}
@@ -230,6 +234,16 @@ func (v *view) applyENI(c store.Change) {
 	putOrDeleteShard(v.enis, c)
 	cur, has := v.enis.get(c.ID)
 	eniID := func(x store.ENI) string { return x.ID }
+	was, is := had && unsettledENI(&old), has && unsettledENI(&cur)
+	if was != is || was && old.InstanceID != cur.InstanceID {
+		own(&v.unsettled, &v.lent.unsettled)
+		if was {
+			countIn(v.unsettled, old.InstanceID, -1)
+		}
+		if is {
+			countIn(v.unsettled, cur.InstanceID, 1)
+		}
+	}
 	if had {
 		l, _ := v.byNode.get(old.InstanceID)
 		if l = replacedIn(l, c.ID, nil, eniOrder, eniID); len(l) > 0 {
@@ -341,9 +355,9 @@ func (v *view) snapshot(open []store.Intent) *snapshot {
 			s.node[n.InstanceID] = n
 		}
 	}
-	s.subnets, s.releases = v.subnets, v.relsOf
+	s.subnets, s.releases, s.unsettled = v.subnets, v.relsOf, v.unsettled
 	s.demands, s.usage, s.enis, s.byNode = v.demands.lend(), v.usage.lend(), v.enis.lend(), v.byNode.lend()
-	v.lent = lentMaps{nodes: true, subnets: true, relsOf: true}
+	v.lent = lentMaps{nodes: true, subnets: true, relsOf: true, unsettled: true}
 	for _, name := range sortedIDs(v.podnets) {
 		s.podnets = append(s.podnets, v.podnets[name])
 	}

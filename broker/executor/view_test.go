@@ -134,7 +134,7 @@ func TestViewFollowsIntents(t *testing.T) {
 	e.view, e.updates = &view{}, e.st.Follow(ctx).Updates()
 	openOf := func(step string) []string {
 		t.Helper()
-		snap, err := e.current(ctx, newRoundPhases())
+		snap, err := e.current(ctx, newRoundPhases(false))
 		if err != nil {
 			t.Fatalf("%s: %v", step, err)
 		}
@@ -337,4 +337,68 @@ func plain(s *snapshot) plainSnapshot {
 	rest := *s
 	rest.demands, rest.usage, rest.enis, rest.byNode = nil, nil, nil, nil
 	return plainSnapshot{rest, maps.Collect(s.demands.all()), maps.Collect(s.usage.all()), maps.Collect(s.enis.all()), maps.Collect(s.byNode.all())}
+}
+
+// TestViewCountsUnsettledENIs: the view keeps, by instance, how many ENIs
+// upkeep has work for (created and not attached, detached and not
+// deleted; never a primary), as a full read counts them, through every
+// kind of change; a snapshot keeps the count it was made with; and
+// upkeepNodes names those nodes and the nodes with releases, sound ones
+// only, in order.
+func TestViewCountsUnsettledENIs(t *testing.T) {
+	recs := &store.Records{
+		Rev:   10,
+		Nodes: []store.Node{{InstanceID: "i-1"}, {InstanceID: "i-2"}, {InstanceID: "i-3"}},
+		ENIs: []store.ENI{
+			{ID: "eni-p1", InstanceID: "i-1", Primary: true, Status: store.ENIAttached},
+			{ID: "eni-a", InstanceID: "i-1", DeviceIndex: 1, Status: store.ENICreated},
+			{ID: "eni-b", InstanceID: "i-2", DeviceIndex: 1, Status: store.ENIAttached},
+			{ID: "eni-p3", InstanceID: "i-3", Primary: true, Status: store.ENIDetached},
+		},
+		Releases: []store.Release{{ID: "rel-1", InstanceID: "i-3"}, {ID: "rel-9", InstanceID: "i-9"}},
+	}
+	v := &view{}
+	v.reset(recs)
+	first := v.snapshot(nil)
+	if want := map[string]int{"i-1": 1}; !maps.Equal(first.unsettled, want) {
+		t.Fatalf("after the full read: %v, want %v", first.unsettled, want)
+	}
+	if got, want := upkeepNodes(first), []string{"i-1", "i-3"}; !slices.Equal(got, want) {
+		t.Errorf("upkeep walks %v, want %v (i-9 has no node record)", got, want)
+	}
+	eni := func(id, inst string, dev int, status string) store.Change {
+		return store.Change{Kind: store.RecordENI, ID: id, Record: store.ENI{ID: id, InstanceID: inst, DeviceIndex: dev, Status: status}}
+	}
+	v.update(store.FollowUpdate{Rev: 11, Changes: []store.Change{
+		eni("eni-a", "i-1", 1, store.ENIAttached), // attached: settled
+		eni("eni-b", "i-2", 1, store.ENIDetached), // detached: to delete
+		eni("eni-c", "i-2", 2, store.ENICreated),  // created: to attach
+		eni("eni-d", "i-3", 1, store.ENICreated),
+	}})
+	second := v.snapshot(nil)
+	if want := map[string]int{"i-2": 2, "i-3": 1}; !maps.Equal(second.unsettled, want) {
+		t.Errorf("after the changes: %v, want %v", second.unsettled, want)
+	}
+	if want := map[string]int{"i-1": 1}; !maps.Equal(first.unsettled, want) {
+		t.Errorf("the first snapshot's count moved to %v, want %v", first.unsettled, want)
+	}
+	v.update(store.FollowUpdate{Rev: 12, Changes: []store.Change{
+		{Kind: store.RecordENI, ID: "eni-b", Deleted: true},
+		{Kind: store.RecordENI, ID: "eni-d", Deleted: true},
+		eni("eni-c", "i-3", 2, store.ENICreated), // moved to another instance
+	}})
+	third := v.snapshot(nil)
+	if want := map[string]int{"i-3": 1}; !maps.Equal(third.unsettled, want) {
+		t.Errorf("after the deletes and the move: %v, want %v", third.unsettled, want)
+	}
+	full := &view{}
+	full.reset(&store.Records{Rev: 12, Nodes: recs.Nodes, ENIs: []store.ENI{
+		{ID: "eni-p1", InstanceID: "i-1", Primary: true, Status: store.ENIAttached},
+		{ID: "eni-a", InstanceID: "i-1", DeviceIndex: 1, Status: store.ENIAttached},
+		{ID: "eni-c", InstanceID: "i-3", DeviceIndex: 2, Status: store.ENICreated},
+		{ID: "eni-p3", InstanceID: "i-3", Primary: true, Status: store.ENIDetached},
+	}})
+	if got := full.snapshot(nil).unsettled; !maps.Equal(got, third.unsettled) {
+		t.Errorf("a full read counts %v, the followed view %v", got, third.unsettled)
+	}
 }

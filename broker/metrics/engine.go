@@ -32,8 +32,6 @@ func registerEngine(m metric.Meter, engine func() Engine) error {
 	plans := counter("allot.broker.plan.plans", "", "Rounds that planned at least one EC2 action")
 	took := counter("allot.broker.plan.duration", "s", "Wall time the planning rounds took, summed; "+
 		"divided by the rounds, the average round")
-	cpu := counter("allot.broker.plan.cpu", "s", "Processor time the planning rounds ran, summed; "+
-		"well below duration, the rounds wait for a core, for etcd or for the view")
 	tasks := counter("allot.broker.tasks", "", "EC2 actions by kind (create-attach, assign, unassign, detach, delete, "+
 		"resolve…) and result (started, done, failed)")
 	delivered := counter("allot.broker.addresses.delivered", "", "Addresses added to nodes (16 per prefix)")
@@ -51,7 +49,6 @@ func registerEngine(m metric.Meter, engine func() Engine) error {
 		o.ObserveFloat64(rounds, float64(s.Rounds))
 		o.ObserveFloat64(plans, float64(s.Plans))
 		o.ObserveFloat64(took, s.RoundTime.Seconds())
-		o.ObserveFloat64(cpu, s.RoundCPU.Seconds())
 		o.ObserveFloat64(delivered, float64(s.Delivered))
 		o.ObserveFloat64(released, float64(s.Released))
 		o.ObserveFloat64(refused, float64(s.BudgetRefused))
@@ -62,7 +59,7 @@ func registerEngine(m metric.Meter, engine func() Engine) error {
 			}
 		}
 		return nil
-	}, rounds, plans, took, cpu, tasks, delivered, released, refused)
+	}, rounds, plans, took, tasks, delivered, released, refused)
 	if err != nil {
 		return fmt.Errorf("register engine counters: %w", err)
 	}

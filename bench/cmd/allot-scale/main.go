@@ -53,6 +53,8 @@ func run(args []string) int {
 	upDown := fs.Bool("updown", false, "after the burst, delete every pod, wait for the pools to give back their excess, and burst again (use with --nodes 500 --pods-per-node 46)")
 	downWindow := fs.Duration("down-window", burst.DefaultDownWindow, "with --updown: how long (simulated) the pods' deletion is spread over")
 	brokerProfile := fs.String("broker-cpuprofile", "", "write the broker's CPU profile (the whole run) to this path plus a suffix")
+	roundCPU := fs.Bool("round-cpu", false, "read each planning round's CPU time and report its quantiles beside the wall time's "+
+		"(the broker's engine keeps one thread, which costs its rounds wall time on a busy machine)")
 	memLimit := fs.String("broker-memory-limit", "", "the broker's Go soft memory limit (GOMEMLIMIT for its process, e.g. 600MiB), "+
 		"as allot-broker's --memory-limit sets it in a container; empty: none")
 	separateEtcd := fs.Bool("separate-etcd", false, "run etcd in a process of its own and the broker against it (as with allot-broker --etcd-endpoints), "+
@@ -90,6 +92,7 @@ func run(args []string) int {
 		cfg.IdleWindow, cfg.UpDown = 0, &burst.UpDown{DownWindow: *downWindow}
 	}
 	cfg.BrokerCPUProfile = *brokerProfile
+	cfg.BrokerRoundCPU = *roundCPU
 	cfg.MaxAgentCalls = *maxCalls
 	cfg.SeparateEtcd = *separateEtcd
 	cfg.Logger = logfmt.New(os.Stderr, level)

@@ -50,11 +50,12 @@ func (e *Engine) proposeReleases(ctx context.Context, rs *runState, snap *snapsh
 			e.surplusSeen(rs, id, time.Time{})
 			continue
 		}
-		if openRelease(snap.releases[id]) {
+		rels := snap.releases[id]
+		if openRelease(rels) {
 			continue
 		}
 		if mayPropose {
-			e.afterRelease(rs, id, snap.releases[id])
+			e.afterRelease(rs, id, rels)
 		}
 		p := rs.surplusOf.surplus(*n, snap.byNode.at(id), d, u, e.cfg.ReleaseMargin)
 		if p.Empty() {

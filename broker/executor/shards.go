@@ -3,6 +3,7 @@ package executor
 import (
 	"hash/maphash"
 	"iter"
+	"maps"
 )
 
 // shardCount is how many parts a shards map is split into.
@@ -66,8 +67,10 @@ func (s *shards[T]) all() iter.Seq2[string, T] {
 }
 
 // set changes a shards map no snapshot holds (built, not lent).
-func (s *shards[T]) set(id string, x T) {
-	k := shardOf(id)
+func (s *shards[T]) set(id string, x T) { s.setIn(shardOf(id), id, x) }
+
+// setIn sets id's record in part k, id's part.
+func (s *shards[T]) setIn(k int, id string, x T) {
 	if s.m[k] == nil {
 		s.m[k] = map[string]T{}
 	}
@@ -101,22 +104,12 @@ func (c *cowShards[T]) get(id string) (T, bool) { return c.cur.get(id) }
 func (c *cowShards[T]) own(id string) int {
 	k := shardOf(id)
 	if c.lent[k] {
-		m := make(map[string]T, len(c.cur.m[k])+1)
-		for id, x := range c.cur.m[k] {
-			m[id] = x
-		}
-		c.cur.m[k], c.lent[k] = m, false
+		c.cur.m[k], c.lent[k] = maps.Clone(c.cur.m[k]), false
 	}
 	return k
 }
 
-func (c *cowShards[T]) set(id string, x T) {
-	k := c.own(id)
-	if c.cur.m[k] == nil {
-		c.cur.m[k] = map[string]T{}
-	}
-	c.cur.m[k][id] = x
-}
+func (c *cowShards[T]) set(id string, x T) { c.cur.setIn(c.own(id), id, x) }
 
 func (c *cowShards[T]) del(id string) {
 	if _, ok := c.cur.get(id); !ok {

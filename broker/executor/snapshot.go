@@ -92,16 +92,11 @@ func (e *Engine) load(ctx context.Context) (*snapshot, error) {
 // intents and the releases (by node, oldest first).
 // A node's ENIs of one device index (none attached yet) are in ID order.
 func (s *snapshot) fill(enis []store.ENI, open []store.Intent, rels []store.Release) {
-	byNode := map[string][]store.ENI{}
 	s.enis = &shards[store.ENI]{}
 	for _, x := range enis {
 		s.enis.set(x.ID, x)
-		byNode[x.InstanceID] = append(byNode[x.InstanceID], x)
 	}
-	for _, l := range byNode {
-		slices.SortFunc(l, eniOrder)
-	}
-	s.byNode = shardsOf(byNode)
+	s.byNode = shardsOf(enisByNode(enis))
 	s.unsettled = unsettledOf(enis)
 	for _, in := range open {
 		s.open[in.InstanceID] = append(s.open[in.InstanceID], in)
@@ -129,6 +124,18 @@ func (s *snapshot) primary(instance string) (store.ENI, bool) {
 		}
 	}
 	return store.ENI{}, false
+}
+
+// enisByNode lists enis by instance, each list in eniOrder.
+func enisByNode(enis []store.ENI) map[string][]store.ENI {
+	byNode := map[string][]store.ENI{}
+	for _, x := range enis {
+		byNode[x.InstanceID] = append(byNode[x.InstanceID], x)
+	}
+	for _, l := range byNode {
+		slices.SortFunc(l, eniOrder)
+	}
+	return byNode
 }
 
 // unsettledENI reports whether upkeep has work for ENI x: created but not

@@ -179,4 +179,3 @@ func TestStatsPlus(t *testing.T) {
 		t.Errorf("Plus changed its operands")
 	}
 }
-

@@ -108,14 +108,7 @@ func (v *view) reset(r *store.Records) {
 	for _, q := range r.Quarantined {
 		v.setBad(store.RecordKind(q.Kind), q.ID, &q)
 	}
-	byNode := map[string][]store.ENI{}
-	for _, x := range r.ENIs {
-		byNode[x.InstanceID] = append(byNode[x.InstanceID], x)
-	}
-	for _, l := range byNode {
-		slices.SortFunc(l, eniOrder)
-	}
-	v.byNode, v.relsOf = newCOWShards(byNode), map[string][]store.Release{}
+	v.byNode, v.relsOf = newCOWShards(enisByNode(r.ENIs)), map[string][]store.Release{}
 	v.unsettled = unsettledOf(r.ENIs)
 	for _, rel := range r.Releases {
 		v.relsOf[rel.InstanceID] = append(v.relsOf[rel.InstanceID], rel)

@@ -55,7 +55,7 @@ func podSlots(n store.Node) int64 {
 	if slots == 0 {
 		return 0
 	}
-	mp, _ := MaxPods(n.MaxENIs, n.IPv4PerENI, 0, n.Mode == modePrefix)
+	mp, _ := MaxPods(n.MaxENIs, n.IPv4PerENI, 0, n.Mode == store.ModePrefix)
 	return max(min(slots, mp-hostNetworkPods), 0)
 }
 

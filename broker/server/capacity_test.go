@@ -40,8 +40,8 @@ func capacityView() *view {
 		{ID: "subnet-c", CIDR: "10.0.2.0/28", AvailabilityZone: "us-east-1a", Usable: 11, UsedByOthers: 1, Attached: 2},
 	}
 	v.nodes = []store.Node{
-		{InstanceID: "i-a", SubnetID: "subnet-a", Mode: modeSecondary, MaxENIs: 3, IPv4PerENI: 10},
-		{InstanceID: "i-c", SubnetID: "subnet-c", Mode: modeSecondary, MaxENIs: 3, IPv4PerENI: 10},
+		{InstanceID: "i-a", SubnetID: "subnet-a", Mode: store.ModeSecondaryIP, MaxENIs: 3, IPv4PerENI: 10},
+		{InstanceID: "i-c", SubnetID: "subnet-c", Mode: store.ModeSecondaryIP, MaxENIs: 3, IPv4PerENI: 10},
 	}
 	v.enis = []store.ENI{
 		{ID: "eni-a0", InstanceID: "i-a", SubnetID: "subnet-a", Primary: true, Status: store.ENIAttached, Addresses: addrs("10.0.0", 10, 9)},
@@ -140,7 +140,7 @@ func TestCapacityCountsNodesWhereTheirPodsGo(t *testing.T) {
 		{ID: "subnet-p2", CIDR: "100.64.1.0/24", AvailabilityZone: "us-east-1a", VPCID: "vpc-1", Usable: 251},
 	}
 	v.nodes = []store.Node{{InstanceID: "i-a", SubnetID: "subnet-node", AvailabilityZone: "us-east-1a", VPCID: "vpc-1",
-		Mode: modeSecondary, MaxENIs: 3, IPv4PerENI: 10}}
+		Mode: store.ModeSecondaryIP, MaxENIs: 3, IPv4PerENI: 10}}
 	v.podnets = []store.PodNetwork{{Name: "pods", Selector: store.NodeSelector{AvailabilityZone: "us-east-1a"},
 		SubnetIDs: []string{"subnet-p1", "subnet-p2"}}}
 	v.index()
@@ -180,7 +180,7 @@ func TestCapacityNodeSlotsUnderCustomNetworking(t *testing.T) {
 				{ID: "subnet-p1", CIDR: "100.64.0.0/22", AvailabilityZone: "us-east-1a", VPCID: "vpc-1", Usable: 1019},
 			}
 			v.nodes = []store.Node{{InstanceID: "i-a", InstanceType: "c5.xlarge", SubnetID: "subnet-node",
-				AvailabilityZone: "us-east-1a", VPCID: "vpc-1", Mode: modeSecondary, MaxENIs: 4, IPv4PerENI: 15}}
+				AvailabilityZone: "us-east-1a", VPCID: "vpc-1", Mode: store.ModeSecondaryIP, MaxENIs: 4, IPv4PerENI: 15}}
 			if tc.subnets != nil {
 				v.podnets = []store.PodNetwork{{Name: "pods", Selector: store.NodeSelector{AvailabilityZone: "us-east-1a"},
 					SubnetIDs: tc.subnets}}
@@ -220,10 +220,10 @@ func TestHeadroomLeavesOutClosedPrimaries(t *testing.T) {
 			}
 			v.nodes = []store.Node{
 				{InstanceID: "i-a", InstanceType: "c5.xlarge", SubnetID: "subnet-node", PrimaryENIID: "eni-a",
-					AvailabilityZone: "us-east-1a", VPCID: "vpc-1", Mode: modePrefix, MaxENIs: 4, IPv4PerENI: 15,
+					AvailabilityZone: "us-east-1a", VPCID: "vpc-1", Mode: store.ModePrefix, MaxENIs: 4, IPv4PerENI: 15,
 					Tags: map[string]string{allotv1.NodeGroupTag: "custom"}},
 				{InstanceID: "i-b", InstanceType: "m5.large", SubnetID: "subnet-node", PrimaryENIID: "eni-b",
-					AvailabilityZone: "us-east-1a", VPCID: "vpc-1", Mode: modeSecondary, MaxENIs: 3, IPv4PerENI: 10},
+					AvailabilityZone: "us-east-1a", VPCID: "vpc-1", Mode: store.ModeSecondaryIP, MaxENIs: 3, IPv4PerENI: 10},
 			}
 			v.enis = []store.ENI{
 				{ID: "eni-a", InstanceID: "i-a", SubnetID: "subnet-node", Primary: true, PrimaryIP: "10.0.0.10", Status: store.ENIAttached},

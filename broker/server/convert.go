@@ -92,7 +92,7 @@ func sameBudget(a, b *allotv1.SubnetBudget) bool {
 // secondary IPs.
 func modeName(m allotv1.AddressMode) string {
 	if m == allotv1.AddressMode_ADDRESS_MODE_PREFIX {
-		return modePrefix
+		return store.ModePrefix
 	}
-	return modeSecondary
+	return store.ModeSecondaryIP
 }

@@ -10,9 +10,9 @@ import (
 // nodeMode is the node's address mode as allotctl spells it.
 func nodeMode(n store.Node) string {
 	if n.PrefixMode() {
-		return "prefix"
+		return store.ModePrefix
 	}
-	return "secondary-ip"
+	return store.ModeSecondaryIP
 }
 
 // prefixFallback says, for a prefix-mode node, which of its subnets can't

@@ -5,15 +5,9 @@ import (
 	allotv1 "github.com/allotnet/allot/proto/allot/v1"
 )
 
-// Mode names as store.Node records them.
-const (
-	modeSecondary = "secondary-ip"
-	modePrefix    = "prefix"
-)
-
 // addrUnit is how many pod addresses one ENI address slot yields for a node.
 func addrUnit(n store.Node) int64 {
-	if n.Mode == modePrefix {
+	if n.Mode == store.ModePrefix {
 		return allotv1.PrefixSize
 	}
 	return 1

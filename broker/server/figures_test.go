@@ -21,9 +21,9 @@ const (
 )
 
 var (
-	m5large = store.Node{InstanceID: "i-00000001", SubnetID: subA, Mode: modeSecondary, MaxENIs: 3, IPv4PerENI: 10}
-	c5xl    = store.Node{InstanceID: "i-00000002", SubnetID: subA, Mode: modePrefix, MaxENIs: 4, IPv4PerENI: 15}
-	other   = store.Node{InstanceID: "i-00000003", SubnetID: subB, Mode: modeSecondary, MaxENIs: 3, IPv4PerENI: 10}
+	m5large = store.Node{InstanceID: "i-00000001", SubnetID: subA, Mode: store.ModeSecondaryIP, MaxENIs: 3, IPv4PerENI: 10}
+	c5xl    = store.Node{InstanceID: "i-00000002", SubnetID: subA, Mode: store.ModePrefix, MaxENIs: 4, IPv4PerENI: 15}
+	other   = store.Node{InstanceID: "i-00000003", SubnetID: subB, Mode: store.ModeSecondaryIP, MaxENIs: 3, IPv4PerENI: 10}
 )
 
 func TestFigures(t *testing.T) {
@@ -144,7 +144,7 @@ func TestMaxAddresses(t *testing.T) {
 	}{
 		{m5large, 3 * 9},
 		{c5xl, 4 * 14 * 16},
-		{store.Node{Mode: modeSecondary}, 0},
+		{store.Node{Mode: store.ModeSecondaryIP}, 0},
 	} {
 		if got := maxAddresses(tc.n); got != tc.want {
 			t.Errorf("%s %s: %d, want %d", tc.n.InstanceID, tc.n.Mode, got, tc.want)

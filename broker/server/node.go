@@ -189,7 +189,7 @@ func (s *nodeService) applyLimits(ctx context.Context, n *store.Node, maxENIs in
 			return fmt.Errorf("register %s: instance type %s: %w", n.InstanceID, n.InstanceType, err)
 		}
 		if ok {
-			if n.Mode == modePrefix && !l.PrefixCapable {
+			if n.Mode == store.ModePrefix && !l.PrefixCapable {
 				return fmt.Errorf("register %s: instance type %s cannot take /28 prefixes (not Nitro); use secondary-IP mode: %w",
 					n.InstanceID, n.InstanceType, rpcerr.ErrInvalid)
 			}

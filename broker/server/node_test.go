@@ -116,7 +116,7 @@ func TestRegisterReturnsRecordedENIsAndLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n.InstanceType != "m5.large" || n.SubnetID != subnet1 || n.Mode != modeSecondary || n.WarmIPTarget != 5 ||
+	if n.InstanceType != "m5.large" || n.SubnetID != subnet1 || n.Mode != store.ModeSecondaryIP || n.WarmIPTarget != 5 ||
 		n.PrimaryENIID != identity(node1, subnet1).GetPrimaryEniId() {
 		t.Fatalf("node record %+v", n)
 	}

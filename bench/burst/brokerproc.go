@@ -65,6 +65,11 @@ type BrokerConfig struct {
 	// RoundCPU reads each planning round's CPU time
 	// (executor.Config.RoundCPU), at a cost to the rounds' wall time.
 	RoundCPU bool
+	// Nice, when not 0, is set as the nice value of every thread of the
+	// broker's child process as it starts (setNice), so the kernel favours
+	// it (below 0) over the harness's other processes. Only the child
+	// process honours it.
+	Nice int
 	// PKIDir holds the broker's certificate and awssim's identity
 	// certificate (writePKI); the broker serves TLS and requires
 	// attestation. Empty serves plaintext to anyone (tests of the harness
@@ -90,6 +95,7 @@ func (c *BrokerConfig) Flags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.Reconciler, "reconciler", c.Reconciler, "run the reconciler on the leader")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", c.CPUProfile, "write a CPU profile here on exit")
 	fs.BoolVar(&c.RoundCPU, "round-cpu", c.RoundCPU, "read each planning round's CPU time (the engine keeps one thread; costs the rounds wall time)")
+	fs.IntVar(&c.Nice, "nice", c.Nice, "nice value of the broker's threads (-20..19; 0: leave as started)")
 	fs.StringVar(&c.PKIDir, "pki-dir", c.PKIDir, "directory with the broker's certificate and awssim's identity certificate (TLS and attestation on)")
 	fs.IntVar(&c.MaxAgentCalls, "max-agent-calls", c.MaxAgentCalls, "the agents' calls that read or write etcd the broker runs at once (0: its default; negative: no bound)")
 }
@@ -106,6 +112,7 @@ func (c BrokerConfig) Args() []string {
 		"--reconciler=" + strconv.FormatBool(c.Reconciler),
 		"--cpuprofile", c.CPUProfile,
 		"--round-cpu=" + strconv.FormatBool(c.RoundCPU),
+		"--nice", strconv.Itoa(c.Nice),
 		"--pki-dir", c.PKIDir,
 		"--max-agent-calls", strconv.Itoa(c.MaxAgentCalls),
 	}
@@ -331,6 +338,11 @@ type childHello struct {
 // writes a childHello line to out, and runs until ctx ends (main ends it
 // when stdin closes, so the child dies with the harness).
 func ServeBrokerChild(ctx context.Context, cfg BrokerConfig, out *os.File) error {
+	if cfg.Nice != 0 {
+		if err := setNice(cfg.Nice); err != nil {
+			return err
+		}
+	}
 	if cfg.CPUProfile != "" {
 		f, err := os.Create(cfg.CPUProfile)
 		if err != nil {

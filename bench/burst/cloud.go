@@ -30,7 +30,10 @@ type CloudConfig struct {
 	// BucketScale scales every bucket's size and refill (0 or 1: EC2's
 	// table), to make the broker's table wrong.
 	BucketScale float64
-	Logger      *slog.Logger
+	// Nice, when not 0, is the nice value of every thread of awssim's
+	// child process (setNice), as BrokerConfig.Nice is the broker's.
+	Nice   int
+	Logger *slog.Logger
 }
 
 // Flags registers the config's flags on fs; Args is the matching command
@@ -44,6 +47,7 @@ func (c *CloudConfig) Flags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.Semantics.SharedDescribe, "shared-describe", c.Semantics.SharedDescribe, "one describe bucket for every Describe action")
 	fs.BoolVar(&c.Semantics.DiscreteRefill, "discrete-refill", c.Semantics.DiscreteRefill, "refill buckets once per simulated second")
 	fs.Float64Var(&c.BucketScale, "bucket-scale", c.BucketScale, "scale every bucket's size and refill by this")
+	fs.IntVar(&c.Nice, "nice", c.Nice, "nice value of awssim's threads (-20..19; 0: leave as started)")
 }
 
 // Args is the command line Flags parses back into c.
@@ -56,6 +60,7 @@ func (c CloudConfig) Args() []string {
 		"--shared-describe=" + strconv.FormatBool(c.Semantics.SharedDescribe),
 		"--discrete-refill=" + strconv.FormatBool(c.Semantics.DiscreteRefill),
 		"--bucket-scale", strconv.FormatFloat(c.BucketScale, 'g', -1, 64),
+		"--nice", strconv.Itoa(c.Nice),
 	}
 }
 
@@ -102,6 +107,11 @@ func StartCloud(ctx context.Context, c CloudConfig) (*awssim.Sim, error) {
 // childHello line (EC2 and admin endpoints) to out and serves until ctx
 // ends.
 func ServeCloudChild(ctx context.Context, c CloudConfig, out *os.File) error {
+	if c.Nice != 0 {
+		if err := setNice(c.Nice); err != nil {
+			return err
+		}
+	}
 	sim, err := StartCloud(ctx, c)
 	if err != nil {
 		return err

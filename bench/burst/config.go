@@ -123,6 +123,16 @@ type Config struct {
 	// CPU time (executor.Config.RoundCPU), which the reports then give
 	// beside the rounds' wall time; it costs the rounds wall time.
 	BrokerRoundCPU bool
+	// BrokerNice, with Spawn, is the nice value of every thread of the
+	// broker's process (BrokerConfig.Nice): below 0 the kernel runs the
+	// broker before the harness's agents and awssim when they contend for
+	// a core, as on a cluster, where the agents run on nodes of their own
+	// and EC2 elsewhere. 0 leaves the broker an equal share.
+	BrokerNice int
+	// CloudNice, with Spawn, is the nice value of awssim's process
+	// (CloudConfig.Nice), which stands for EC2: on a cluster it does not
+	// share a core with the agents either.
+	CloudNice int
 	// ChildStderr receives the children's logs (nil: discarded).
 	ChildStderr io.Writer
 	// Progress receives a line every few seconds while a burst runs (nil:

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/allotnet/allot/agent/daemon"
+	"github.com/allotnet/allot/awssim/throttle"
 )
 
 // TestVariantBuckets checks how a variant's table error and other tenant
@@ -148,9 +149,24 @@ func TestAblation(t *testing.T) {
 func TestBrokerArgsRoundTrip(t *testing.T) {
 	want := BrokerConfig{DataDir: "/d", EtcdEndpoint: "e:1", EC2Endpoint: "http://c", Share: 0.5, TimeScale: 5,
 		PlanPolicy: "fewest-calls", ReleaseAfter: time.Minute, Fsync: true, Reconciler: true,
-		CPUProfile: "/p", RoundCPU: true, PKIDir: "/k", MaxAgentCalls: 256}
+		CPUProfile: "/p", RoundCPU: true, Nice: -10, PKIDir: "/k", MaxAgentCalls: 256}
 	var got BrokerConfig
 	fs := newFlagSet("broker")
+	got.Flags(fs)
+	if err := fs.Parse(want.Args()); err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Errorf("parsed back\n%+v\nwant\n%+v", got, want)
+	}
+}
+
+// TestCloudArgsRoundTrip: the same for awssim's child.
+func TestCloudArgsRoundTrip(t *testing.T) {
+	want := CloudConfig{Nodes: 7, InstanceType: "m5.large", Subnets: 3, TimeScale: 5, Seed: 9,
+		Semantics: throttle.Semantics{SharedDescribe: true, DiscreteRefill: true}, BucketScale: 0.5, Nice: -5}
+	var got CloudConfig
+	fs := newFlagSet("cloud")
 	got.Flags(fs)
 	if err := fs.Parse(want.Args()); err != nil {
 		t.Fatal(err)

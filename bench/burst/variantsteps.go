@@ -78,6 +78,7 @@ func (r *variantRun) startCloud(ctx context.Context) error {
 		Nodes: cfg.Nodes, InstanceType: cfg.InstanceType, Subnets: subnetsFor(cfg), TimeScale: cfg.TimeScale, Seed: cfg.Seed,
 		Semantics:   throttle.Semantics{SharedDescribe: cfg.SharedDescribe, DiscreteRefill: cfg.DiscreteRefill},
 		BucketScale: r.v.cloudBucketScale() * cfg.accountScale(),
+		Nice:        cfg.CloudNice,
 	})
 	if err != nil {
 		return err
@@ -149,7 +150,7 @@ func (r *variantRun) startAllot(ctx context.Context) error {
 	}
 	r.broker, err = startBrokerHandle(ctx, cfg, BrokerConfig{
 		DataDir: etcdDir, EtcdEndpoint: etcdEndpoint, EC2Endpoint: r.cloud.ec2, Share: v.brokerShare() * cfg.accountScale(), TimeScale: cfg.TimeScale, PlanPolicy: cmp.Or(v.Policy, cfg.PlanPolicy),
-		Fsync: cfg.EtcdFsync, Reconciler: true, CPUProfile: profilePath(cfg.BrokerCPUProfile, v), RoundCPU: cfg.BrokerRoundCPU,
+		Fsync: cfg.EtcdFsync, Reconciler: true, CPUProfile: profilePath(cfg.BrokerCPUProfile, v), RoundCPU: cfg.BrokerRoundCPU, Nice: cfg.BrokerNice,
 		PKIDir: pkiDir, ReleaseAfter: cfg.ReleaseAfter, MaxAgentCalls: cfg.MaxAgentCalls,
 	})
 	if err != nil {

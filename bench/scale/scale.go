@@ -104,11 +104,16 @@ type Figures struct {
 	StatusWrites int64   `json:"status_writes"`
 	// RefusedCalls are the agents' calls the broker refused as busy from
 	// the burst's start on; MaxAgentCalls its bound (0: its default).
-	RefusedCalls  int64  `json:"refused_calls"`
-	MaxAgentCalls int    `json:"max_agent_calls,omitempty"`
-	Problems      int    `json:"problems"`
-	Status        string `json:"status"`
-	Error         string `json:"error,omitempty"`
+	RefusedCalls  int64 `json:"refused_calls"`
+	MaxAgentCalls int   `json:"max_agent_calls,omitempty"`
+	// BrokerNice is the broker process's nice value (0: as started, an
+	// equal share of the cores with the harness).
+	BrokerNice int `json:"broker_nice,omitempty"`
+	// CloudNice is awssim's (0: as started).
+	CloudNice int    `json:"cloud_nice,omitempty"`
+	Problems  int    `json:"problems"`
+	Status    string `json:"status"`
+	Error     string `json:"error,omitempty"`
 	// Load is the machine's 1-minute load average at the end: the run
 	// shares its cores with whatever else ran.
 	Load    string          `json:"load"`
@@ -197,6 +202,9 @@ func (f Figures) WriteTable(w io.Writer) {
 	}
 	fmt.Fprintf(w, "scale: %d nodes, %d/%d pods placed, time scale %g, status %s, load %s\n",
 		f.Nodes, f.Placed, f.Pods, f.TimeScale, f.Status, f.Load)
+	if f.BrokerNice != 0 || f.CloudNice != 0 {
+		fmt.Fprintf(w, "nice: broker %d, awssim %d, the harness's agents 0 (below 0 the kernel favours a process)\n", f.BrokerNice, f.CloudNice)
+	}
 	fmt.Fprintf(w, "etcd: %s\n", map[bool]string{
 		true:  "in a process of its own (the broker's RSS is the broker's alone)",
 		false: "embedded in the broker's process (the broker's RSS includes etcd's)",

@@ -55,6 +55,9 @@ func run(args []string) int {
 	brokerProfile := fs.String("broker-cpuprofile", "", "write the broker's CPU profile (the whole run) to this path plus a suffix")
 	roundCPU := fs.Bool("round-cpu", false, "read each planning round's CPU time and report its quantiles beside the wall time's "+
 		"(the broker's engine keeps one thread, which costs its rounds wall time on a busy machine)")
+	brokerNice := fs.Int("broker-nice", 0, "the nice value of the broker's process (-20..19): below 0 the kernel runs the broker before the "+
+		"harness's agents and awssim, as on a cluster where they run on machines of their own; 0: an equal share")
+	cloudNice := fs.Int("cloud-nice", 0, "the nice value of awssim's process (-20..19), which stands for EC2; 0: an equal share")
 	memLimit := fs.String("broker-memory-limit", "", "the broker's Go soft memory limit (GOMEMLIMIT for its process, e.g. 600MiB), "+
 		"as allot-broker's --memory-limit sets it in a container; empty: none")
 	separateEtcd := fs.Bool("separate-etcd", false, "run etcd in a process of its own and the broker against it (as with allot-broker --etcd-endpoints), "+
@@ -82,6 +85,10 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "allot-scale: --broker-memory-limit %q: want a size such as 600MiB\n", *memLimit)
 		return 2
 	}
+	if *brokerNice < -20 || *brokerNice > 19 || *cloudNice < -20 || *cloudNice > 19 {
+		fmt.Fprintln(os.Stderr, "allot-scale: --broker-nice and --cloud-nice must be in -20..19")
+		return 2
+	}
 	if *ts <= 0 || *idle <= 0 {
 		fmt.Fprintln(os.Stderr, "allot-scale: --time-scale and --idle must be positive")
 		return 2
@@ -93,6 +100,8 @@ func run(args []string) int {
 	}
 	cfg.BrokerCPUProfile = *brokerProfile
 	cfg.BrokerRoundCPU = *roundCPU
+	cfg.BrokerNice = *brokerNice
+	cfg.CloudNice = *cloudNice
 	cfg.MaxAgentCalls = *maxCalls
 	cfg.SeparateEtcd = *separateEtcd
 	cfg.Logger = logfmt.New(os.Stderr, level)
@@ -139,6 +148,7 @@ func run(args []string) int {
 	}
 	f := scale.FromResult(rep.Results[0], scale.DefaultTargets, loadAverage())
 	f.MaxAgentCalls = *maxCalls
+	f.BrokerNice, f.CloudNice = *brokerNice, *cloudNice
 	fmt.Println()
 	f.WriteTable(os.Stdout)
 	b, err := json.Marshal(struct {

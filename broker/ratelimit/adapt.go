@@ -62,6 +62,22 @@ import (
 //     the pause it had, and the next try waits for twice as many accepted
 //     calls (up to leaveMax); a try that holds that long has left pacing.
 //   - The rate never drops below a thousandth of the model's.
+//   - A bucket that has been running at the model (started, not paced, not
+//     trying the model after pacing) is not paced by one throttle: it is
+//     drained and doubted (doubtful). EC2 reckons a call's token from its
+//     arrival, so calls sent evenly but delayed unevenly on the way (a
+//     retransmit, a descheduled process at either end) can arrive closer
+//     together than the refill, and the one token kept back (SafetyTokens)
+//     absorbs only one refill period of that. One such throttle says
+//     little about EC2's bucket, and pacing costs much: one call out at a
+//     time can go no faster than one per round trip, which at a refill of
+//     5/s or faster is a fraction of the model's rate for as long as the
+//     bucket takes to find its way back. A bucket EC2 really refills
+//     slower is throttled again soon after its drain, since both buckets
+//     were empty then and ours refills faster; so a second throttle of a
+//     call sent after the first, before doubtWindow buckets' worth of such
+//     calls were accepted, makes the bucket paced as above, at the price
+//     of one throttle more.
 //
 // A bucket that is never throttled never becomes paced: with EC2's limits as
 // modelled, only the slow start (a few round trips) differs.
@@ -74,7 +90,28 @@ const (
 	floorShare   = 1000
 	leaveRatio   = 4
 	leaveMax     = 32 * speedUpEvery
+	doubtWindow  = 4
 )
+
+// doubtful reports whether a throttle now only puts b in doubt: b runs at
+// the model (its slow start over, not paced, not trying the model after
+// pacing) and no throttle has put it in doubt since doubtWindow buckets'
+// worth of calls were accepted.
+func (b *bucket) doubtful() bool {
+	return b.pace == nil && b.held <= 0 && !b.leaving && !b.doubt
+}
+
+// trust counts a call sent since b was put in doubt and accepted; enough
+// of them end the doubt.
+func (b *bucket) trust(o Outcome) {
+	if !b.doubt || o != Accepted {
+		return
+	}
+	b.trusted++
+	if float64(b.trusted) >= doubtWindow*b.size {
+		b.doubt, b.trusted = false, 0
+	}
+}
 
 // pacing is a paced bucket's state.
 type pacing struct {

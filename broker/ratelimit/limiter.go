@@ -79,6 +79,11 @@ type bucket struct {
 	leftAt     time.Time
 	resume     time.Duration
 	leaveEvery int
+	// doubt is set by the first throttle of a bucket running at the model
+	// (adapt.go, doubtful): until trusted more of its calls sent since
+	// have been accepted, a second throttle makes it paced.
+	doubt   bool
+	trusted int
 }
 
 // New returns a limiter whose buckets start full.

@@ -66,9 +66,16 @@ func (t Turn) Done(o Outcome) {
 	switch {
 	case b.pace != nil:
 		l.pacedDone(b, t.sent, lastSent, now, o)
+	case o == Throttled && b.doubtful():
+		// The first throttle of a bucket the model served well: the
+		// bucket is drained (above) and doubted, not paced yet.
+		b.doubt, b.trusted = true, 0
+		b.epoch++
 	case o == Throttled:
+		b.doubt = false
 		l.startPacing(t.class, b, now)
 	default:
+		b.trust(o)
 		b.release()
 	}
 }

@@ -80,7 +80,10 @@ func TestTinyBuckets(t *testing.T) {
 	// The limiter learns a bucket from its throttles. A class EC2 never
 	// throttled needs nothing learned: Attaches follow their Creates, which
 	// the Create bucket already paces at the Attach bucket's own rate, so
-	// in some runs no Attach comes early enough to be refused.
+	// in some runs no Attach comes early enough to be refused, and in
+	// others one does only after the bucket's slow start, which one
+	// throttle only puts in doubt (drained, kept at the model: the
+	// ratelimit package's doubtful).
 	truth := refill * scale // EC2's refill per wall second
 	for c, api := range map[ratelimit.Class]string{
 		ratelimit.CreateNetworkInterface:   "CreateNetworkInterface",
@@ -90,6 +93,10 @@ func TestTinyBuckets(t *testing.T) {
 		b := e.lim.Bucket(c)
 		if got[api].Throttled == 0 {
 			t.Logf("%s: never throttled, the limiter keeps %+v", c, b)
+			continue
+		}
+		if got[api].Throttled == 1 && b.Size > 1 {
+			t.Logf("%s: throttled once after its slow start, in doubt, the limiter keeps %+v", c, b)
 			continue
 		}
 		if b.Size != 1 || b.Refill > truth*1.1 || b.Refill < truth/1.5 {

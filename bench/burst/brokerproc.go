@@ -338,10 +338,8 @@ type childHello struct {
 // writes a childHello line to out, and runs until ctx ends (main ends it
 // when stdin closes, so the child dies with the harness).
 func ServeBrokerChild(ctx context.Context, cfg BrokerConfig, out *os.File) error {
-	if cfg.Nice != 0 {
-		if err := setNice(cfg.Nice); err != nil {
-			return err
-		}
+	if err := setNice(cfg.Nice); err != nil {
+		return err
 	}
 	if cfg.CPUProfile != "" {
 		f, err := os.Create(cfg.CPUProfile)

@@ -107,10 +107,8 @@ func StartCloud(ctx context.Context, c CloudConfig) (*awssim.Sim, error) {
 // childHello line (EC2 and admin endpoints) to out and serves until ctx
 // ends.
 func ServeCloudChild(ctx context.Context, c CloudConfig, out *os.File) error {
-	if c.Nice != 0 {
-		if err := setNice(c.Nice); err != nil {
-			return err
-		}
+	if err := setNice(c.Nice); err != nil {
+		return err
 	}
 	sim, err := StartCloud(ctx, c)
 	if err != nil {

@@ -13,7 +13,11 @@ import (
 // every thread has n, every thread the Go runtime starts later has it too.
 // The walk over /proc/self/task repeats until it finds no thread it has
 // not set, for a thread started during the walk by one not yet set.
+// n = 0 leaves the process as it started.
 func setNice(n int) error {
+	if n == 0 {
+		return nil
+	}
 	if n < -20 || n > 19 {
 		return fmt.Errorf("nice %d: want -20..19", n)
 	}

@@ -29,8 +29,8 @@ type Stats struct {
 	// them by it (RoundBounds' buckets), and SlowRoundCPU is that of the
 	// rounds longer than SlowRound. A round's wall time less its CPU time
 	// is what it waited: for a core, for etcd, for the view. Zero unless
-	// Config.RoundCPU is set, and where the thread's CPU clock is not read
-	// (threadCPU).
+	// Config.RoundCPU is set, and zero where the thread's CPU clock cannot
+	// be read (threadCPU).
 	RoundCPU     time.Duration
 	RoundCPUHist []int64
 	SlowRoundCPU time.Duration

@@ -94,15 +94,16 @@ func TestAdaptTriesTheModelLessOften(t *testing.T) {
 	}
 }
 
-// mutatingRun sends Attach-bucket calls one after another for d, each
-// leg of each call taking leg, against ec2; answer may overrule EC2's
-// answer to call i (jitter). It returns the answers' times and outcomes.
+// callLog is one answer of mutatingRun's.
 type callLog struct {
 	at        time.Time
 	throttled bool
 	paced     bool // the bucket was paced after this answer
 }
 
+// mutatingRun sends Attach-bucket calls one after another for d, each leg
+// of each call taking 50 ms, against ec2; answer, if not nil, may overrule
+// EC2's answer to call i (jitter). It appends each answer to log.
 func mutatingRun(t *testing.T, clk *ratelimittest.ManualClock, l *ratelimit.Limiter, ec2 *ec2Bucket, d time.Duration,
 	answer func(i int, ok bool) bool, log *[]callLog) {
 	t.Helper()

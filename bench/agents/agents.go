@@ -230,7 +230,10 @@ func measure(ctx context.Context, cfg Config, c *cluster.Cluster, rep *Report, s
 		f.IdleRSSMiB, f.IdleCPUPct = mib(idle[i].end.RSSBytes), idle[i].cpuPct()
 		f.BurstCPUPct, f.BurstCPUSeconds = bursts[i].cpuPct(), bursts[i].cpuSeconds()
 		f.LoadedRSSMiB, f.LoadedCPUPct = mib(loaded[i].end.RSSBytes), loaded[i].cpuPct()
-		f.BurstPeakRSSMiB = mib(loaded[i].end.PeakRSSBytes)
+		// The kernel raises VmHWM lazily (on an unmap, or when read, to
+		// the RSS of that moment), so a VmRSS read earlier can exceed a
+		// later VmHWM by a few pages: a peak is at least every RSS read.
+		f.BurstPeakRSSMiB = max(mib(loaded[i].end.PeakRSSBytes), f.LoadedRSSMiB, f.IdleRSSMiB)
 		f.LoadedAnonMiB, f.LoadedFileMiB, _ = rssSplit(f.Pid)
 	}
 	if rep.Failed > 0 {
@@ -250,7 +253,8 @@ func measure(ctx context.Context, cfg Config, c *cluster.Cluster, rep *Report, s
 	for i := range agents {
 		f := &rep.Agents[i]
 		f.DelBurstCPUSeconds = dels[i].cpuSeconds()
-		f.EndRSSMiB, f.PeakRSSMiB = mib(dels[i].end.RSSBytes), mib(dels[i].end.PeakRSSBytes)
+		f.EndRSSMiB = mib(dels[i].end.RSSBytes)
+		f.PeakRSSMiB = max(mib(dels[i].end.PeakRSSBytes), f.EndRSSMiB, f.BurstPeakRSSMiB)
 		_, _, f.EndThreads = rssSplit(f.Pid)
 		rep.MaxPeakRSSMiB = max(rep.MaxPeakRSSMiB, f.PeakRSSMiB)
 	}
